@@ -1,0 +1,158 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// outcome classifies what an allocator said about a problem.
+type outcome string
+
+const (
+	outcomeOK          outcome = "allocated"
+	outcomeNone        outcome = "unsatisfiable"
+	outcomeInvalidPool outcome = "invalid-pool"
+	outcomeError       outcome = "error"
+)
+
+func upstreamAllocate(p *problem) ([]resourceapi.AllocationResult, outcome, error) {
+	ctx := context.Background()
+	a, err := structured.NewAllocator(ctx, p.features, *p.state, p.classes, p.slices,
+		cel.NewCache(100, cel.Features{EnableConsumableCapacity: p.features.ConsumableCapacity}))
+	if err != nil {
+		return nil, outcomeError, err
+	}
+	res, err := a.Allocate(ctx, p.node, p.claims)
+	switch {
+	case errors.Is(err, structured.ErrFailedAllocationOnNode):
+		return nil, outcomeInvalidPool, err
+	case err != nil:
+		return nil, outcomeError, err
+	case res == nil:
+		return nil, outcomeNone, nil
+	}
+	return res, outcomeOK, nil
+}
+
+func ourAllocate(p *problem, pol Policy) (*Result, outcome, error) {
+	e, err := New(Options{Features: p.features, Policy: pol})
+	if err != nil {
+		return nil, outcomeError, err
+	}
+	s := e.NewSession(NewInventory(p.slices, p.features), p.classes, p.state, p.claims)
+	res, err := s.Allocate(context.Background(), p.node)
+	switch {
+	case errors.Is(err, ErrInvalidPool):
+		return nil, outcomeInvalidPool, err
+	case errors.Is(err, ErrUnsatisfiable):
+		return nil, outcomeNone, err
+	case err != nil:
+		return nil, outcomeError, err
+	}
+	return res, outcomeOK, nil
+}
+
+// withoutShareIDs clears the random share IDs so results can be compared.
+func withoutShareIDs(in []resourceapi.AllocationResult) []resourceapi.AllocationResult {
+	out := make([]resourceapi.AllocationResult, len(in))
+	for i := range in {
+		out[i] = *in[i].DeepCopy()
+		for j := range out[i].Devices.Results {
+			out[i].Devices.Results[j].ShareID = nil
+		}
+	}
+	return out
+}
+
+var quantityCmp = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+
+// checkAgainstUpstream runs one generated problem through both allocators
+// and reports every disagreement.
+func checkAgainstUpstream(p *problem) error {
+	up, upOut, upErr := upstreamAllocate(p)
+	if upOut == outcomeOK {
+		if err := validate(p, up); err != nil {
+			return fmt.Errorf("validator rejects upstream's result (validator bug?): %w", err)
+		}
+	}
+	for _, pol := range []struct {
+		name string
+		p    Policy
+	}{{"first-fit", FirstFitPolicy()}, {"default", DefaultPolicy()}} {
+		ours, out, err := ourAllocate(p, pol.p)
+		if isLegacy(p.features) && (out == outcomeError || upOut == outcomeError) {
+			// Upstream's stable allocator visits pools in map order, so
+			// whether a selector error is met first is random there.
+			continue
+		}
+		if isLegacy(p.features) && out == outcomeNone && upOut == outcomeInvalidPool {
+			// The stable allocator also validates pools of other nodes
+			// that merely share a counter slice name space.
+			continue
+		}
+		if out != upOut {
+			return fmt.Errorf("policy %s: upstream says %s (%v), gputopo says %s (%v)", pol.name, upOut, upErr, out, err)
+		}
+		if out != outcomeOK {
+			continue
+		}
+		if err := validate(p, ours.Allocations); err != nil {
+			return fmt.Errorf("policy %s: invalid allocation: %w", pol.name, err)
+		}
+		if pol.name == "first-fit" && !isLegacy(p.features) {
+			if diff := cmp.Diff(withoutShareIDs(up), withoutShareIDs(ours.Allocations), quantityCmp); diff != "" {
+				return fmt.Errorf("first-fit differs from upstream (-upstream +gputopo):\n%s", diff)
+			}
+		}
+	}
+	return nil
+}
+
+func TestDifferentialAgainstUpstream(t *testing.T) {
+	cases := 10000
+	if testing.Short() {
+		cases = 1000
+	}
+	counts := map[outcome]int{}
+	failures := 0
+	for seed := range uint64(cases) {
+		p := newProblem(seed)
+		_, out, _ := upstreamAllocate(p)
+		counts[out]++
+		if err := checkAgainstUpstream(p); err != nil {
+			failures++
+			if failures <= 5 {
+				t.Errorf("seed %d: %v", seed, err)
+			}
+		}
+	}
+	t.Logf("outcomes over %d problems: %v", cases, counts)
+	if failures > 0 {
+		t.Fatalf("%d of %d problems disagree", failures, cases)
+	}
+	// The generator must exercise every outcome, or the test proves little.
+	for _, o := range []outcome{outcomeOK, outcomeNone, outcomeInvalidPool, outcomeError} {
+		if counts[o] < cases/200 {
+			t.Errorf("only %d problems with outcome %s: generator too narrow", counts[o], o)
+		}
+	}
+}
+
+func FuzzDifferentialAgainstUpstream(f *testing.F) {
+	for _, s := range []uint64{1, 7, 42, 1234} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		if err := checkAgainstUpstream(newProblem(seed)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,160 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+)
+
+// DeviceClassLister is the upstream lister interface.
+type DeviceClassLister = structured.DeviceClassLister
+
+// AllocatedState is the upstream view of what is allocated or in flight;
+// Ledger.State produces it, and so does the scheduler's shared DRA manager.
+type AllocatedState = structured.AllocatedState
+
+// Engine holds what is shared by all allocations: features, policy and the
+// CEL compilation cache. It is safe for concurrent use.
+type Engine struct {
+	features Features
+	policy   Policy
+	celCache *cel.Cache
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Features; use DefaultFeatures() unless a feature gate is off.
+	Features Features
+	Policy   Policy
+	// CELCache is shared with the scheduler's in-tree plugin where both
+	// run; nil creates one with room for 1024 expressions.
+	CELCache *cel.Cache
+}
+
+// New returns an Engine or an error naming the invalid option.
+func New(opts Options) (*Engine, error) {
+	if extra := opts.Features.Set().Difference(supported.Set()); extra.Len() > 0 {
+		return nil, fmt.Errorf("features: %v are not supported by the gputopo engine", sortedList(extra))
+	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	c := opts.CELCache
+	if c == nil {
+		c = cel.NewCache(1024, cel.Features{EnableConsumableCapacity: opts.Features.ConsumableCapacity})
+	}
+	return &Engine{features: opts.Features, policy: opts.Policy, celCache: c}, nil
+}
+
+func sortedList(s interface{ UnsortedList() []string }) []string {
+	l := s.UnsortedList()
+	slices.Sort(l)
+	return l
+}
+
+// Policy returns the engine's policy.
+func (e *Engine) Policy() Policy { return e.policy }
+
+// Session is one pod's allocation problem: its claims against one snapshot
+// of slices, classes and allocated state. Build it once per scheduling
+// cycle (PreFilter) and call Allocate for every candidate node (Filter),
+// possibly concurrently.
+type Session struct {
+	eng     *Engine
+	inv     *Inventory
+	classes DeviceClassLister
+	state   *AllocatedState
+	claims  []*resourceapi.ResourceClaim
+	plans   []claimPlan
+	reqs    []*req
+	err     error
+	legacy  bool // see legacyFeatures
+
+	// shared marks devices that hold at least one shared (consumable
+	// capacity) allocation in the ledger.
+	shared map[structured.DeviceID]bool
+
+	mu       sync.Mutex
+	counters map[*pool]*poolCounters
+}
+
+// NewSession prepares the allocation of claims, which must all still need
+// an allocation. Input errors (missing class, unsupported request) are
+// returned by every Allocate call, wrapped in ErrInvalidInput.
+func (e *Engine) NewSession(inv *Inventory, classes DeviceClassLister, state *AllocatedState, claims []*resourceapi.ResourceClaim) *Session {
+	if state == nil {
+		state = &AllocatedState{}
+	}
+	s := &Session{
+		eng: e, inv: inv, classes: classes, state: state, claims: claims,
+		counters: make(map[*pool]*poolCounters),
+		legacy:   isLegacy(e.features),
+	}
+	if len(state.AllocatedSharedDeviceIDs) > 0 && !s.legacy {
+		s.shared = make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
+		for id := range state.AllocatedSharedDeviceIDs {
+			s.shared[id.GetDeviceID()] = true
+		}
+	}
+	if err := s.plan(); err != nil {
+		s.err = fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return s
+}
+
+// Result is the allocation chosen on one node.
+type Result struct {
+	// Allocations has one entry per claim, in the order given.
+	Allocations []resourceapi.AllocationResult
+	// Quality explains the choice.
+	Quality Quality
+}
+
+// Allocate finds the best allocation of the session's claims on node.
+// It returns an error wrapping ErrUnsatisfiable when there is none, one
+// wrapping ErrInvalidPool when there is none and some visible pool is
+// malformed, and one wrapping ErrInvalidInput for input errors.
+func (s *Session) Allocate(ctx context.Context, node *v1.Node) (*Result, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	logger := klog.FromContext(ctx)
+	view, err := s.inv.view(node)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	r, err := s.newRun(ctx, node, view)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.solve()
+	if err != nil {
+		return nil, err
+	}
+	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)
+	return res, nil
+}
+
+// unsatisfiable builds the error for "no allocation on this node", naming
+// invalid pools when there are some, as upstream does.
+func unsatisfiable(view *nodeView, reason string) error {
+	for _, p := range view.pools {
+		if p.invalid {
+			return fmt.Errorf("%w: resource pool %s: %s", ErrInvalidPool, p, p.invalidReason)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)
+}
+
+// IsNodeLevel reports whether err only concerns the node it came from.
+func IsNodeLevel(err error) bool {
+	return errors.Is(err, ErrUnsatisfiable) || errors.Is(err, ErrInvalidPool)
+}

@@ -1,0 +1,77 @@
+package allocator
+
+import (
+	"fmt"
+
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// Policy says how to choose among feasible allocations. Each part can be
+// switched off for A/B comparison; with all parts off the engine returns
+// upstream's first-fit choice.
+type Policy struct {
+	// Topology prefers device sets with the best worst-pair link class,
+	// then the set that leaves the largest intact free NVLink groups.
+	Topology PolicyPart
+	// MIG prefers partitions that keep the most (and largest) other
+	// partitions placeable on the GPU and across the node.
+	MIG PolicyPart
+	// Packing places shares of consumable-capacity devices where they
+	// least grow expected fragmentation against Workload.
+	Packing PolicyPart
+	// Workload is the expected request mix that Packing measures against.
+	Workload topology.Workload
+	// SearchBudget bounds the extra search steps spent per node looking
+	// for a better allocation than the first one found.
+	SearchBudget int
+}
+
+// PolicyPart switches one criterion on or off and weighs it.
+type PolicyPart struct {
+	Enabled bool
+	Weight  float64
+}
+
+// DefaultPolicy turns every criterion on with weight 1.
+func DefaultPolicy() Policy {
+	return Policy{
+		Topology:     PolicyPart{Enabled: true, Weight: 1},
+		MIG:          PolicyPart{Enabled: true, Weight: 1},
+		Packing:      PolicyPart{Enabled: true, Weight: 1},
+		Workload:     topology.DefaultWorkload(),
+		SearchBudget: 20000,
+	}
+}
+
+// FirstFitPolicy turns every criterion off: the engine then returns the
+// same devices as upstream's allocator.
+func FirstFitPolicy() Policy {
+	p := DefaultPolicy()
+	p.Topology.Enabled, p.MIG.Enabled, p.Packing.Enabled = false, false, false
+	return p
+}
+
+func (p Policy) anyEnabled() bool {
+	return p.Topology.Enabled || p.MIG.Enabled || p.Packing.Enabled
+}
+
+// Validate reports the first invalid field.
+func (p Policy) Validate() error {
+	for _, part := range []struct {
+		name string
+		p    PolicyPart
+	}{{"topology", p.Topology}, {"mig", p.MIG}, {"packing", p.Packing}} {
+		if part.p.Weight < 0 {
+			return fmt.Errorf("policy.%s.weight: must not be negative, got %v", part.name, part.p.Weight)
+		}
+	}
+	if p.SearchBudget < 0 {
+		return fmt.Errorf("policy.searchBudget: must not be negative, got %d", p.SearchBudget)
+	}
+	if p.Packing.Enabled {
+		if err := p.Workload.Validate(); err != nil {
+			return fmt.Errorf("policy.%w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,570 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// The search is a depth-first walk over claims, requests and devices in
+// exactly upstream's order: requests in claim order, firstAvailable
+// alternatives in order, candidate devices in pool/slice/device order,
+// each request's devices as combinations (increasing positions). Until it
+// finds the first solution it behaves like upstream in every respect,
+// including which input errors it reports. After that it keeps walking
+// within the policy's budget, scores every further solution and keeps the
+// best; errors met then only rule the device out, since upstream would
+// already have returned the first solution.
+
+// errMaxSize marks a branch that would exceed AllocationResultsMaxSize
+// devices in one claim; a shorter firstAvailable alternative may still fit.
+var errMaxSize = errors.New("allocation result max size exceeded")
+
+// errStop unwinds the search once the budget is spent.
+var errStop = errors.New("search budget spent")
+
+type run struct {
+	s    *Session
+	ctx  context.Context
+	node *v1.Node
+	view *nodeView
+	f    Features
+	pol  Policy
+
+	owners  [][]int32 // per device: claims allocating it exclusively
+	pending map[int]map[resourceapi.QualifiedName]resource.Quantity
+	shares  map[int]int // per device: pending shares in this run
+	used    [][]int64   // per pool: counters consumed in this run
+	sel     [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
+	cons    [][]constraint
+	picks   [][]pick
+	allDevs [][]int // per req (All mode): candidate devices
+	num     []int   // per req: devices needed
+	curSub  [][]int // per claim, per group: alternative in use
+
+	found    bool
+	steps    int
+	explored int
+	best     *solution
+	before   *Quality
+}
+
+type pick struct {
+	dev      int
+	q        *req
+	shareID  *types.UID
+	consumed map[resourceapi.QualifiedName]resource.Quantity
+}
+
+func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*run, error) {
+	r := &run{
+		s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy,
+		owners:  make([][]int32, len(view.devices)),
+		used:    make([][]int64, len(view.pools)),
+		sel:     make([][]int8, len(s.reqs)),
+		cons:    make([][]constraint, len(s.plans)),
+		picks:   make([][]pick, len(s.plans)),
+		allDevs: make([][]int, len(s.reqs)),
+		num:     make([]int, len(s.reqs)),
+		curSub:  make([][]int, len(s.plans)),
+	}
+	for i, p := range view.pools {
+		if len(p.counterTotal) > 0 {
+			r.used[i] = make([]int64, len(p.counterTotal))
+		}
+	}
+	for ci, p := range s.plans {
+		r.curSub[ci] = make([]int, len(p.groups))
+		minDevices := 0
+		for _, g := range p.groups {
+			minReq := -1
+			for _, q := range g.alts {
+				if err := r.prepareReq(q); err != nil {
+					return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+				}
+				if minReq < 0 || r.num[q.idx] < minReq {
+					minReq = r.num[q.idx]
+				}
+			}
+			if minReq > resourceapi.AllocationResultsMaxSize-minDevices {
+				return nil, fmt.Errorf("%w: claim %s, request %s: adding %d devices exceeds the claim limit of %d, with %d already accounted for",
+					ErrInvalidInput, klog.KObj(p.claim), g.alts[0].base, minReq, resourceapi.AllocationResultsMaxSize, minDevices)
+			}
+			minDevices += minReq
+		}
+		r.picks[ci] = make([]pick, 0, minDevices)
+		r.cons[ci] = newConstraints(p.constraints)
+	}
+	return r, nil
+}
+
+// prepareReq sets how many devices a request needs; for "All" it lists
+// them up front, failing when a pool of the node is incomplete or invalid.
+func (r *run) prepareReq(q *req) error {
+	if !q.all {
+		r.num[q.idx] = q.count
+		return nil
+	}
+	claim := r.s.plans[q.claim].claim
+	for _, p := range r.view.pools {
+		if p.incomplete {
+			return fmt.Errorf("claim %s, request %s: asks for all devices, but resource pool %s is currently being updated", klog.KObj(claim), q.subOrBase(), p)
+		}
+		if p.invalid {
+			return fmt.Errorf("claim %s, request %s: asks for all devices, but resource pool %s is currently invalid: %s", klog.KObj(claim), q.subOrBase(), p, p.invalidReason)
+		}
+		for i := range p.devices {
+			dev := p.first + i
+			ok, err := r.selectable(q, dev)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if r.f.ConsumableCapacity {
+				d := r.view.devices[dev]
+				fits, err := fitsCapacity(q.capacity, d.api.Capacity, nil, nil, r.f.FractionalCapacityRange)
+				if err != nil {
+					return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), d.api.Name, err)
+				}
+				if !fits {
+					continue
+				}
+			}
+			r.allDevs[q.idx] = append(r.allDevs[q.idx], dev)
+		}
+	}
+	r.num[q.idx] = len(r.allDevs[q.idx])
+	return nil
+}
+
+// solve runs the search and builds the result.
+func (r *run) solve() (*Result, error) {
+	_, err := r.step(0, 0, 0, false, 0, 0)
+	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, errMaxSize) {
+		if r.best == nil {
+			return nil, err
+		}
+		// Cancelled after a solution was found: keep the best so far.
+	}
+	if r.best == nil {
+		return nil, unsatisfiable(r.view, r.reason())
+	}
+	allocs, err := r.build(r.best)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	q := r.best.quality
+	q.Explored = r.explored
+	return &Result{Allocations: allocs, Quality: q}, nil
+}
+
+// step allocates device number dev of request (claim c, group g,
+// alternative sub), trying candidates from position start onwards.
+func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
+	if r.found {
+		r.steps++
+		if r.steps > r.pol.SearchBudget {
+			return false, errStop
+		}
+	}
+	if err := r.ctx.Err(); err != nil {
+		return false, fmt.Errorf("filter operation aborted: %w", context.Cause(r.ctx))
+	}
+	if c >= len(r.s.plans) {
+		return r.leaf()
+	}
+	plan := &r.s.plans[c]
+	if g >= len(plan.groups) {
+		ok, err := r.step(c+1, 0, 0, false, 0, 0)
+		if errors.Is(err, errMaxSize) {
+			return false, nil
+		}
+		return ok, err
+	}
+	grp := &plan.groups[g]
+	if grp.hasSub && !inSub {
+		allExceeded := true
+		for i := range grp.alts {
+			before := r.explored
+			r.curSub[c][g] = i
+			ok, err := r.step(c, g, i, true, 0, 0)
+			if errors.Is(err, errMaxSize) {
+				continue
+			}
+			allExceeded = false
+			if err != nil || ok {
+				return ok, err
+			}
+			if r.explored > before {
+				// A more preferred alternative worked with this prefix:
+				// later alternatives can only be worse.
+				return false, nil
+			}
+		}
+		if allExceeded {
+			return false, errMaxSize
+		}
+		return false, nil
+	}
+
+	q := grp.alts[sub]
+	need := r.num[q.idx]
+	if q.all && need == 0 {
+		return false, nil
+	}
+	if dev >= need {
+		return r.step(c, g+1, 0, false, 0, 0)
+	}
+	if need-dev > resourceapi.AllocationResultsMaxSize-len(r.picks[c]) {
+		return false, errMaxSize
+	}
+
+	if q.all {
+		d := r.allDevs[q.idx][dev]
+		ok, undo, err := r.take(q, d, true)
+		if err != nil && r.found {
+			return false, nil
+		}
+		if err != nil || !ok {
+			return false, err
+		}
+		done, err := r.step(c, g, sub, inSub, dev+1, 0)
+		if err != nil || !done {
+			undo()
+			return false, err
+		}
+		return true, nil
+	}
+
+	for d := start; d < len(r.view.devices); d++ {
+		if q.admin {
+			if r.ownedBy(d, int32(c)) {
+				continue
+			}
+		} else if r.inUse(d) {
+			continue
+		}
+		ok, err := r.selectable(q, d)
+		if err != nil {
+			if !r.found {
+				return false, err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if r.f.ConsumableCapacity {
+			fits, err := r.capacityFits(q, d)
+			if err != nil {
+				if !r.found {
+					return false, fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(plan.claim), q.subOrBase(), r.view.devices[d].id, err)
+				}
+				continue
+			}
+			if !fits {
+				continue
+			}
+		}
+		ok, undo, err := r.take(q, d, false)
+		if err != nil {
+			if !r.found {
+				return false, err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		done, err := r.step(c, g, sub, inSub, dev+1, d+1)
+		if err == nil && done {
+			return true, nil
+		}
+		undo()
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// leaf is reached with every claim allocated.
+func (r *run) leaf() (bool, error) {
+	first := !r.found
+	r.found = true
+	r.explored++
+	sol := r.snapshot()
+	if r.best == nil || sol.better(r.best) {
+		r.best = sol
+	}
+	if first && !r.pol.anyEnabled() {
+		return true, nil
+	}
+	return false, nil
+}
+
+func (r *run) inUse(d int) bool {
+	dv := r.view.devices[d]
+	return r.s.state.AllocatedDevices.Has(dv.id) || len(r.owners[d]) > 0
+}
+
+func (r *run) ownedBy(d int, claim int32) bool {
+	for _, c := range r.owners[d] {
+		if c == claim {
+			return true
+		}
+	}
+	return false
+}
+
+// selectable checks class and request selectors and per-device node
+// selection, caching the answer per request and device for this run.
+func (r *run) selectable(q *req, d int) (bool, error) {
+	cache := r.sel[q.idx]
+	if cache == nil {
+		cache = make([]int8, len(r.view.devices))
+		r.sel[q.idx] = cache
+	}
+	switch cache[d] {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	dv := r.view.devices[d]
+	if !r.f.DeviceBindingAndStatus && len(dv.api.BindingConditions) > 0 {
+		cache[d] = 2
+		return false, nil
+	}
+	claim := r.s.plans[q.claim].claim
+	for i, sel := range q.class.Spec.Selectors {
+		if sel.CEL == nil {
+			return false, fmt.Errorf("class %s: selector #%d: CEL expression empty (unsupported selector type?)", q.class.Name, i)
+		}
+		m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
+		if err != nil {
+			var ce errCompile
+			if errors.As(err, &ce) {
+				return false, fmt.Errorf("class %s: selector #%d: %w", q.class.Name, i, err)
+			}
+			return false, fmt.Errorf("class %s: selector #%d on device %s: %w", q.class.Name, i, dv.id, err)
+		}
+		if !m {
+			cache[d] = 2
+			return false, nil
+		}
+	}
+	for i, sel := range q.selectors {
+		m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
+		if err != nil {
+			var ce errCompile
+			if errors.As(err, &ce) {
+				return false, fmt.Errorf("claim %s: selector #%d: %w", klog.KObj(claim), i, err)
+			}
+			return false, fmt.Errorf("claim %s: selector #%d on device %s: %w", klog.KObj(claim), i, dv.id, err)
+		}
+		if !m {
+			cache[d] = 2
+			return false, nil
+		}
+	}
+	if ptr.Deref(dv.slice.Spec.PerDeviceNodeSelection, false) {
+		m, err := nodeMatches(r.node, ptr.Deref(dv.api.NodeName, ""), ptr.Deref(dv.api.AllNodes, false), dv.api.NodeSelector)
+		if err != nil {
+			return false, fmt.Errorf("ResourceSlice %s: device %s: %w", dv.slice.Name, dv.api.Name, err)
+		}
+		if !m {
+			cache[d] = 2
+			return false, nil
+		}
+	}
+	cache[d] = 1
+	return true, nil
+}
+
+func (r *run) capacityFits(q *req, d int) (bool, error) {
+	dv := r.view.devices[d]
+	return fitsCapacity(q.capacity, dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pending[d], r.f.FractionalCapacityRange)
+}
+
+// sharedInUse reports whether an allow-multiple device already holds a
+// share, in the ledger or in this run; its counters are then paid for.
+func (r *run) sharedInUse(d int) bool {
+	dv := r.view.devices[d]
+	if _, ok := r.s.state.AggregatedCapacity[dv.id]; ok {
+		return true
+	}
+	return r.s.shared[dv.id] || r.shares[d] > 0
+}
+
+// take tentatively allocates device d for q. On success it returns the
+// function that undoes it. must is set for "All" requests, where a device
+// that violates a constraint is an input error, as upstream reports it.
+func (r *run) take(q *req, d int, must bool) (bool, func(), error) {
+	dv := r.view.devices[d]
+	claim := r.s.plans[q.claim].claim
+	multi := r.f.ConsumableCapacity && dv.multi
+	if !multi && q.admin && r.ownedBy(d, int32(q.claim)) {
+		return false, nil, nil
+	}
+	if !q.admin && r.inUse(d) {
+		return false, nil, nil
+	}
+	pi, li := r.view.locate(d)
+	p := r.view.pools[pi]
+	uses := p.usesOf(li)
+	if !r.f.PartitionableDevices && len(dv.api.ConsumesCounters) > 0 {
+		return false, nil, nil
+	}
+	counted := false
+	if len(dv.api.ConsumesCounters) > 0 && !(multi && r.sharedInUse(d)) {
+		if !r.countersFit(pi, uses) {
+			return false, nil, nil
+		}
+		r.addCounters(pi, uses, 1)
+		counted = true
+	}
+	undoCounters := func() {
+		if counted {
+			r.addCounters(pi, uses, -1)
+		}
+	}
+	if r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate) {
+		undoCounters()
+		return false, nil, nil
+	}
+	cons := r.cons[q.claim]
+	for i, c := range cons {
+		if !c.add(q, dv) {
+			for j := i - 1; j >= 0; j-- {
+				cons[j].remove(q)
+			}
+			undoCounters()
+			if must {
+				return false, nil, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(claim), q.subOrBase(), dv.id)
+			}
+			return false, nil, nil
+		}
+	}
+	undoConstraints := func() {
+		for j := len(cons) - 1; j >= 0; j-- {
+			cons[j].remove(q)
+		}
+	}
+	if !multi {
+		r.owners[d] = append(r.owners[d], int32(q.claim))
+	}
+	undoOwner := func() {
+		if !multi {
+			o := r.owners[d]
+			for i := len(o) - 1; i >= 0; i-- {
+				if o[i] == int32(q.claim) {
+					r.owners[d] = append(o[:i], o[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+	pk := pick{dev: d, q: q}
+	if r.f.ConsumableCapacity {
+		fits, err := r.capacityFits(q, d)
+		if err != nil || !fits {
+			undoOwner()
+			undoConstraints()
+			undoCounters()
+			if err != nil {
+				return false, nil, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), dv.id, err)
+			}
+			return false, nil, nil
+		}
+		if multi {
+			consumed, err := consumption(q.capacity, dv.api.Capacity, r.f.FractionalCapacityRange)
+			if err != nil {
+				undoOwner()
+				undoConstraints()
+				undoCounters()
+				return false, nil, fmt.Errorf("claim %s, request %s: computing consumed capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), dv.id, err)
+			}
+			pk.shareID = ptr.To(uuid.NewUUID())
+			pk.consumed = consumed
+			r.addPending(d, consumed, 1)
+		}
+	}
+	r.picks[q.claim] = append(r.picks[q.claim], pk)
+	return true, func() {
+		r.picks[q.claim] = r.picks[q.claim][:len(r.picks[q.claim])-1]
+		if multi {
+			r.addPending(d, pk.consumed, -1)
+		}
+		undoOwner()
+		undoConstraints()
+		undoCounters()
+	}, nil
+}
+
+// addPending adds (sign 1) or removes (sign -1) one share's consumption.
+func (r *run) addPending(d int, consumed map[resourceapi.QualifiedName]resource.Quantity, sign int) {
+	if r.pending == nil {
+		r.pending = make(map[int]map[resourceapi.QualifiedName]resource.Quantity)
+		r.shares = make(map[int]int)
+	}
+	r.shares[d] += sign
+	m := r.pending[d]
+	if m == nil {
+		m = make(map[resourceapi.QualifiedName]resource.Quantity, len(consumed))
+		r.pending[d] = m
+	}
+	for name, v := range consumed {
+		cur := m[name]
+		if sign > 0 {
+			cur.Add(v)
+		} else {
+			cur.Sub(v)
+		}
+		m[name] = cur
+	}
+	if r.shares[d] == 0 {
+		delete(r.pending, d)
+		delete(r.shares, d)
+	}
+}
+
+func taintBlocks(d *resourceapi.Device, tolerations []resourceapi.DeviceToleration) bool {
+	for _, t := range d.Taints {
+		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		tolerated := false
+		for _, tol := range tolerations {
+			if resourceclaim.ToleratesTaint(tol, t) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return true
+		}
+	}
+	return false
+}
+
+// reason summarises why nothing fit, for the scheduler's message.
+func (r *run) reason() string {
+	for _, p := range r.view.pools {
+		if p.incomplete {
+			return fmt.Sprintf("cannot allocate all claims (resource pool %s is being updated)", p)
+		}
+	}
+	return "cannot allocate all claims"
+}

@@ -1,0 +1,185 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+)
+
+// LinkClass ranks the path between two devices; lower is better.
+type LinkClass int
+
+const (
+	// LinkSameGPU: both devices are partitions of one physical GPU.
+	LinkSameGPU LinkClass = iota
+	// LinkNVLink: same NVLink domain on one node (NVSwitch fabric or
+	// NVLink bridge).
+	LinkNVLink
+	// LinkPCIeSwitch: same PCIe switch.
+	LinkPCIeSwitch
+	// LinkPCIeHostBridge: same PCIe root complex.
+	LinkPCIeHostBridge
+	// LinkNUMA: same NUMA node, through the CPU's interconnect.
+	LinkNUMA
+	// LinkSystem: across CPU sockets (SMP interconnect), or unknown.
+	LinkSystem
+	// LinkMultiNodeNVLink: different nodes in one multi-node NVLink clique
+	// (GB200 NVL72 rack).
+	LinkMultiNodeNVLink
+	// LinkNetwork: different nodes, no shared NVLink fabric.
+	LinkNetwork
+)
+
+var linkClassNames = [...]string{"same-gpu", "nvlink", "pcie-switch", "pcie-host-bridge", "numa", "system", "mnnvl", "network"}
+
+func (c LinkClass) String() string {
+	if c < 0 || int(c) >= len(linkClassNames) {
+		return fmt.Sprintf("LinkClass(%d)", int(c))
+	}
+	return linkClassNames[c]
+}
+
+// Attribute IDs of the gputopo contract. They live in the driver's domain
+// (default gpu.nvidia.com); see docs/attributes.md.
+const (
+	AttrType           = "type"
+	AttrUUID           = "uuid"
+	AttrParentUUID     = "parentUUID"
+	AttrProductName    = "productName"
+	AttrNVLinkDomain   = "nvlinkDomain"
+	AttrNVLinkBandwith = "nvlinkBandwidth"
+	AttrPCIeSwitch     = "pcieSwitch"
+	AttrCliqueID       = "cliqueID"
+)
+
+// GPU is what the link model knows about one device.
+type GPU struct {
+	// Node the device is attached to; empty for network-attached devices.
+	Node string
+	// Physical is the identity of the physical GPU (uuid, or parentUUID
+	// for a MIG partition); empty when unknown.
+	Physical string
+	// Partition is true for a MIG partition or other sub-device.
+	Partition bool
+	// NVLinkDomain groups GPUs of a node that reach each other over
+	// NVLink. Empty when there is none.
+	NVLinkDomain string
+	// Inferred is true when NVLinkDomain was derived from the product name.
+	Inferred   bool
+	PCIeSwitch string
+	PCIeRoot   string
+	// NUMA is the NUMA node, -1 when unknown.
+	NUMA int64
+	// Clique is the multi-node NVLink clique, empty when none.
+	Clique string
+}
+
+// HasTopology reports whether anything beyond the node is known.
+func (g GPU) HasTopology() bool {
+	return g.NVLinkDomain != "" || g.PCIeRoot != "" || g.PCIeSwitch != "" || g.NUMA >= 0 || g.Physical != ""
+}
+
+// Describe extracts the link-model view of a device published by driver on
+// node. Attributes are looked up in the driver's domain first, then as
+// standard resource.kubernetes.io attributes.
+func Describe(driver, node string, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) GPU {
+	g := GPU{Node: node, NUMA: -1}
+	str := func(id string) string {
+		if a, ok := lookup(attrs, driver, id); ok && a.StringValue != nil {
+			return *a.StringValue
+		}
+		return ""
+	}
+	typ := str(AttrType)
+	g.Partition = typ == "mig"
+	if g.Partition {
+		g.Physical = str(AttrParentUUID)
+	} else {
+		g.Physical = str(AttrUUID)
+	}
+	g.NVLinkDomain = str(AttrNVLinkDomain)
+	g.PCIeSwitch = str(AttrPCIeSwitch)
+	g.Clique = str(AttrCliqueID)
+	if a, ok := attrs[deviceattribute.StandardDeviceAttributePCIeRoot]; ok && a.StringValue != nil {
+		g.PCIeRoot = *a.StringValue
+	} else if v := str("pcieRoot"); v != "" {
+		g.PCIeRoot = v
+	}
+	if a, ok := attrs[deviceattribute.StandardDeviceAttributeNUMANode]; ok && a.IntValue != nil {
+		g.NUMA = *a.IntValue
+	} else if a, ok := lookup(attrs, driver, "numaNode"); ok && a.IntValue != nil {
+		g.NUMA = *a.IntValue
+	}
+	if g.NVLinkDomain == "" && node != "" && OnNVSwitch(str(AttrProductName)) {
+		// All GPUs of an SXM board share the node's NVSwitch fabric.
+		g.NVLinkDomain = "nvswitch"
+		g.Inferred = true
+	}
+	return g
+}
+
+func lookup(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver, id string) (resourceapi.DeviceAttribute, bool) {
+	if a, ok := attrs[resourceapi.QualifiedName(id)]; ok {
+		return a, true
+	}
+	a, ok := attrs[resourceapi.QualifiedName(driver+"/"+id)]
+	return a, ok
+}
+
+// OnNVSwitch reports whether a product is an SXM-style part whose boards
+// connect every GPU through NVSwitch: A100/H100/H200 SXM, B200, GB200 and
+// later. PCIe cards ("PCIe", "NVL" bridged pairs) are not.
+func OnNVSwitch(product string) bool {
+	p := strings.ToUpper(product)
+	switch {
+	case p == "":
+		return false
+	case strings.Contains(p, "PCIE"), strings.Contains(p, " NVL"), strings.HasSuffix(p, "NVL"):
+		return false
+	case strings.Contains(p, "SXM"), strings.Contains(p, "HBM3"):
+		return true
+	case strings.Contains(p, "H200"), strings.Contains(p, "B200"), strings.Contains(p, "GB200"),
+		strings.Contains(p, "B300"), strings.Contains(p, "GB300"):
+		return true
+	}
+	return false
+}
+
+// Pair returns the link class between two devices.
+func Pair(a, b GPU) LinkClass {
+	if a.Node != b.Node || a.Node == "" {
+		if a.Clique != "" && a.Clique == b.Clique {
+			return LinkMultiNodeNVLink
+		}
+		return LinkNetwork
+	}
+	switch {
+	case a.Physical != "" && a.Physical == b.Physical:
+		return LinkSameGPU
+	case a.NVLinkDomain != "" && a.NVLinkDomain == b.NVLinkDomain:
+		return LinkNVLink
+	case a.PCIeSwitch != "" && a.PCIeSwitch == b.PCIeSwitch:
+		return LinkPCIeSwitch
+	case a.PCIeRoot != "" && a.PCIeRoot == b.PCIeRoot:
+		return LinkPCIeHostBridge
+	case a.NUMA >= 0 && a.NUMA == b.NUMA:
+		return LinkNUMA
+	}
+	return LinkSystem
+}
+
+// WorstPair returns the worst link class over all pairs of the set, and
+// LinkSameGPU for sets of fewer than two devices.
+func WorstPair(set []GPU) LinkClass {
+	worst := LinkSameGPU
+	for i := range set {
+		for j := i + 1; j < len(set); j++ {
+			if c := Pair(set[i], set[j]); c > worst {
+				worst = c
+			}
+		}
+	}
+	return worst
+}
