@@ -84,8 +84,8 @@ type pool struct {
 	// uses[i] is what devices[i] consumes, otherUses[i] what others[i]
 	// does; the dense counter index is per pool, so it lives here rather
 	// than on devices shared by several nodes' pools.
-	uses      [][]counterUse
-	otherUses [][]counterUse
+	uses                 [][]counterUse
+	otherUses            [][]counterUse
 	hasBindingConditions bool
 }
 
