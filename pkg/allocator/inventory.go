@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -84,8 +85,15 @@ type pool struct {
 	// uses[i] is what devices[i] consumes, otherUses[i] what others[i]
 	// does; the dense counter index is per pool, so it lives here rather
 	// than on devices shared by several nodes' pools.
-	uses                 [][]counterUse
-	otherUses            [][]counterUse
+	uses      [][]counterUse
+	otherUses [][]counterUse
+	// size[i] is sizeOf(i): the share of its counter sets devices[i] takes.
+	size []float64
+	// counterSet[i] is the dense set index of counter i; shapes[set] the
+	// set's placements grouped by size (see partitions.go).
+	counterSet           []int
+	shapes               [][]shape
+	shapeOf              []*shape // per device, nil unless a one-set placement
 	hasBindingConditions bool
 }
 
@@ -307,6 +315,11 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 		}
 		p.uses[i] = u
 	}
+	p.size = make([]float64, len(p.devices))
+	for i := range p.devices {
+		p.size[i] = p.sizeOf(i)
+	}
+	p.buildShapes()
 	p.otherUses = make([][]counterUse, len(p.others))
 	for i, d := range p.others {
 		u, err := p.resolveConsumption(d)
@@ -409,4 +422,31 @@ func (p *pool) usesOf(i int) []counterUse {
 		return nil
 	}
 	return p.uses[i]
+}
+
+// sizeOf is the fraction of its counter sets' totals a device consumes.
+func (p *pool) sizeOf(i int) float64 {
+	uses := p.usesOf(i)
+	if len(uses) == 0 {
+		return 0
+	}
+	var used, total float64
+	seen := make(map[string]bool, 2)
+	for _, u := range uses {
+		used += float64(u.milli)
+		set := p.counterNames[u.idx].set
+		if seen[set] {
+			continue
+		}
+		seen[set] = true
+		for j, k := range p.counterNames {
+			if k.set == set {
+				total += float64(p.counterTotal[j])
+			}
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return math.Min(1, used/total)
 }

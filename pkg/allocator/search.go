@@ -56,6 +56,8 @@ type run struct {
 	explored int
 	best     *solution
 	before   *Quality
+	// setBefore caches setPlaceable without the run, per pool and set.
+	setBefore map[[2]int]float64
 }
 
 type pick struct {

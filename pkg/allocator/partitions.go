@@ -1,0 +1,188 @@
+package allocator
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Partition placeability (MIG and other partitionable devices, KEP-4815).
+//
+// The devices that consume one counter set are the placements of a
+// partitioned device (a GPU's MIG profiles at their real offsets). Devices
+// of the same size are the placements of one profile; they rarely overlap
+// each other. How much a state can still host is measured per profile as
+// the number of placements that fit at the same time (greedy, which is
+// exact for non-overlapping placements), weighted by the square of the
+// profile's size so that keeping one large profile placeable outweighs
+// keeping several small ones.
+
+// shape is the placements of one size within one counter set.
+type shape struct {
+	set     int
+	size    float64
+	devices []int // indices into pool.devices
+}
+
+// buildShapes groups the pool's devices that consume exactly one counter
+// set by set and size, largest first.
+func (p *pool) buildShapes() {
+	p.counterSet = make([]int, len(p.counterNames))
+	setIndex := map[string]int{}
+	for i, k := range p.counterNames {
+		si, ok := setIndex[k.set]
+		if !ok {
+			si = len(setIndex)
+			setIndex[k.set] = si
+		}
+		p.counterSet[i] = si
+	}
+	p.shapes = make([][]shape, len(setIndex))
+	for li := range p.devices {
+		uses := p.usesOf(li)
+		if len(uses) == 0 || p.devices[li].multi {
+			continue
+		}
+		si := p.counterSet[uses[0].idx]
+		single := true
+		for _, u := range uses {
+			single = single && p.counterSet[u.idx] == si
+		}
+		if !single {
+			continue
+		}
+		size := math.Round(p.size[li]*1000) / 1000
+		j := slices.IndexFunc(p.shapes[si], func(s shape) bool { return s.size == size })
+		if j < 0 {
+			p.shapes[si] = append(p.shapes[si], shape{set: si, size: size})
+			j = len(p.shapes[si]) - 1
+		}
+		p.shapes[si][j].devices = append(p.shapes[si][j].devices, li)
+	}
+	p.shapeOf = make([]*shape, len(p.devices))
+	for si := range p.shapes {
+		slices.SortFunc(p.shapes[si], func(a, b shape) int { return cmp.Compare(b.size, a.size) })
+		for j := range p.shapes[si] {
+			for _, li := range p.shapes[si][j].devices {
+				p.shapeOf[li] = &p.shapes[si][j]
+			}
+		}
+	}
+}
+
+// setPlaceable measures one counter set of pool pi, without (withRun
+// false) or with this run's tentative allocations.
+//
+// extra, when not negative, is one more device of the pool taken on top
+// of the run (the lookahead in lookahead).
+func (r *run) setPlaceable(pi, si int, withRun bool, extra int) float64 {
+	p := r.view.pools[pi]
+	pc := r.s.countersOf(p)
+	if pc.overdrawn {
+		return 0
+	}
+	free := make([]int64, len(pc.avail))
+	copy(free, pc.avail)
+	if withRun {
+		for i, u := range r.used[pi] {
+			free[i] -= u
+		}
+	}
+	if extra >= 0 {
+		for _, u := range p.uses[extra] {
+			free[u.idx] -= u.milli
+		}
+	}
+	tentative := make([]int64, len(free))
+	sum := 0.0
+	for _, sh := range p.shapes[si] {
+		clear(tentative)
+		n := 0
+		for _, li := range sh.devices {
+			d := p.first + li
+			if li == extra || r.s.holds(p.devices[li]) || (withRun && len(r.owners[d]) > 0) {
+				continue
+			}
+			uses := p.uses[li]
+			fits := true
+			for _, u := range uses {
+				if tentative[u.idx]+u.milli > free[u.idx] {
+					fits = false
+					break
+				}
+			}
+			if !fits {
+				continue
+			}
+			for _, u := range uses {
+				tentative[u.idx] += u.milli
+			}
+			n++
+		}
+		sum += float64(n) * sh.size * sh.size
+	}
+	return sum
+}
+
+// placeable sums setPlaceable over the pool's counter sets; with the run,
+// only sets the run touched are measured again.
+func (r *run) placeable(pi int, withRun bool) float64 {
+	p := r.view.pools[pi]
+	if r.setBefore == nil {
+		r.setBefore = make(map[[2]int]float64)
+	}
+	var touched []bool
+	if withRun {
+		touched = make([]bool, len(p.shapes))
+		for i, u := range r.used[pi] {
+			if u != 0 {
+				touched[p.counterSet[i]] = true
+			}
+		}
+	}
+	sum := 0.0
+	for si := range p.shapes {
+		b, ok := r.setBefore[[2]int{pi, si}]
+		if !ok {
+			b = r.setPlaceable(pi, si, false, -1)
+			r.setBefore[[2]int{pi, si}] = b
+		}
+		if withRun && touched[si] {
+			sum += r.setPlaceable(pi, si, true, -1)
+			continue
+		}
+		sum += b
+	}
+	return sum
+}
+
+// lookahead values the state one request later: requests for partitions
+// come in bursts of one profile, so for every profile this run placed it
+// adds how placeable the set stays after the best next placement of the
+// same profile. This keeps a second 2g from landing where it splits the
+// last free half, which a one-step measure cannot see.
+func (r *run) lookahead() float64 {
+	sum := 0.0
+	seen := map[*shape]bool{}
+	for c := range r.picks {
+		for _, pk := range r.picks[c] {
+			pi, li := r.view.locate(pk.dev)
+			p := r.view.pools[pi]
+			if p.shapeOf == nil || p.shapeOf[li] == nil || seen[p.shapeOf[li]] {
+				continue
+			}
+			sh := p.shapeOf[li]
+			seen[sh] = true
+			best := 0.0
+			for _, next := range sh.devices {
+				d := p.first + next
+				if r.s.holds(p.devices[next]) || len(r.owners[d]) > 0 || !r.fitsCounters(pi, p.uses[next], true) {
+					continue
+				}
+				best = math.Max(best, r.setPlaceable(pi, sh.set, true, next))
+			}
+			sum += best
+		}
+	}
+	return sum
+}

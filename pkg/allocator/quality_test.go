@@ -1,0 +1,311 @@
+package allocator
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/pkg/topology"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+)
+
+// Quality tests: on real node shapes, the engine's choice against
+// upstream's first-fit choice for the same input, in the same test.
+
+type sideBySide struct {
+	ours     *Result
+	upstream []resourceapi.AllocationResult
+}
+
+func allocateBoth(t *testing.T, sl []*resourceapi.ResourceSlice, state *AllocatedState, claims ...*resourceapi.ResourceClaim) sideBySide {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	return allocateBothCtx(t, ctx, sl, state, claims...)
+}
+
+func allocateBothCtx(t *testing.T, ctx context.Context, sl []*resourceapi.ResourceSlice, state *AllocatedState, claims ...*resourceapi.ResourceClaim) sideBySide {
+	t.Helper()
+	n := node(*sl[0].Spec.NodeName)
+	f := DefaultFeatures()
+	up, err := structured.NewAllocator(ctx, f, *state, testClasses, sl, cel.NewCache(10, cel.Features{EnableConsumableCapacity: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRes, err := up.Allocate(ctx, n, claims)
+	if err != nil {
+		t.Fatalf("upstream: %v", err)
+	}
+	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := e.NewSession(NewInventory(sl, f), testClasses, state, claims).Allocate(ctx, n)
+	if (err == nil) != (upRes != nil) {
+		t.Fatalf("feasibility differs: upstream %v, gputopo err %v", upRes != nil, err)
+	}
+	return sideBySide{ours: ours, upstream: upRes}
+}
+
+// worstLink computes the worst pair class of every claim's devices.
+func worstLink(t *testing.T, sl []*resourceapi.ResourceSlice, results []resourceapi.AllocationResult) topology.LinkClass {
+	t.Helper()
+	worst := topology.LinkSameGPU
+	for _, a := range results {
+		var set []topology.GPU
+		for _, r := range a.Devices.Results {
+			set = append(set, describe(t, sl, r.Device))
+		}
+		worst = max(worst, topology.WorstPair(set))
+	}
+	return worst
+}
+
+func describe(t *testing.T, sl []*resourceapi.ResourceSlice, name string) topology.GPU {
+	t.Helper()
+	for _, s := range sl {
+		for _, d := range s.Spec.Devices {
+			if d.Name == name {
+				return topology.Describe(s.Spec.Driver, *s.Spec.NodeName, d.Attributes)
+			}
+		}
+	}
+	t.Fatalf("device %s not found", name)
+	return topology.GPU{}
+}
+
+func TestQualityNVLinkPairs(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{pairNode("node-a")}
+	tests := []struct {
+		name          string
+		count         int64
+		held          []string
+		wantOurs      topology.LinkClass
+		wantUpstream  topology.LinkClass
+		wantOursNames []string
+	}{
+		{name: "2 GPUs get an NVLink pair", count: 2, wantOurs: topology.LinkNVLink, wantUpstream: topology.LinkNUMA},
+		{name: "4 GPUs get two pairs on one NUMA node", count: 4, wantOurs: topology.LinkNUMA, wantUpstream: topology.LinkSystem},
+		{name: "8 GPUs: the whole node", count: 8, wantOurs: topology.LinkSystem, wantUpstream: topology.LinkSystem},
+		{name: "1 GPU fills the broken pair", count: 1, held: []string{"gpu-5"}, wantOurs: topology.LinkSameGPU, wantUpstream: topology.LinkSameGPU, wantOursNames: []string{"gpu-1"}},
+		{name: "2 GPUs avoid breaking a second pair", count: 2, held: []string{"gpu-0"}, wantOurs: topology.LinkNVLink, wantUpstream: topology.LinkSystem, wantOursNames: []string{"gpu-1", "gpu-5"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			state := emptyState()
+			for _, h := range tc.held {
+				state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", h))
+			}
+			got := allocateBoth(t, sl, state, claimOf("tp", exact("gpus", gpuClass.Name, tc.count)))
+			if l := worstLink(t, sl, got.ours.Allocations); l != tc.wantOurs {
+				t.Errorf("gputopo: worst link %s, want %s (devices %v)", l, tc.wantOurs, deviceNames(got.ours.Allocations))
+			}
+			if l := worstLink(t, sl, got.upstream); l != tc.wantUpstream {
+				t.Errorf("upstream: worst link %s, want %s (devices %v)", l, tc.wantUpstream, deviceNames(got.upstream))
+			}
+			if tc.wantOursNames != nil {
+				names := deviceNames(got.ours.Allocations)
+				slices.Sort(names)
+				if !slices.Equal(names, tc.wantOursNames) {
+					t.Errorf("gputopo picked %v, want %v", names, tc.wantOursNames)
+				}
+			}
+		})
+	}
+}
+
+func TestQualityNVSwitchInferred(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{nvswitchNode("node-s")}
+	for _, count := range []int64{2, 4, 8} {
+		got := allocateBoth(t, sl, emptyState(), claimOf("tp", exact("gpus", gpuClass.Name, count)))
+		if l := worstLink(t, sl, got.ours.Allocations); l != topology.LinkNVLink {
+			t.Errorf("%d GPUs: gputopo worst link %s, want nvlink", count, l)
+		}
+		if !got.ours.Quality.MultiDevice || got.ours.Quality.WorstLink != topology.LinkNVLink {
+			t.Errorf("%d GPUs: quality %v does not report the NVLink class", count, got.ours.Quality)
+		}
+	}
+	// Best-fit across NUMA nodes: with NUMA 1 already half used, a 2-GPU
+	// claim goes there and keeps NUMA 0's four GPUs together.
+	state := emptyState()
+	for _, h := range []string{"gpu-4", "gpu-5"} {
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-s", h))
+	}
+	got := allocateBoth(t, sl, state, claimOf("tp", exact("gpus", gpuClass.Name, 2)))
+	names := deviceNames(got.ours.Allocations)
+	slices.Sort(names)
+	if want := []string{"gpu-6", "gpu-7"}; !slices.Equal(names, want) {
+		t.Errorf("gputopo picked %v, want %v", names, want)
+	}
+	if up := deviceNames(got.upstream); !slices.Equal(up, []string{"gpu-0", "gpu-1"}) {
+		t.Errorf("upstream picked %v, want first-fit gpu-0,gpu-1", up)
+	}
+}
+
+// placeable reports whether a claim for one partition of any of the
+// "|"-separated profiles would fit now, with upstream's allocator as judge.
+func placeable(t *testing.T, sl []*resourceapi.ResourceSlice, state *AllocatedState, profiles string) bool {
+	t.Helper()
+	for _, p := range strings.Split(profiles, "|") {
+		if placeableOne(t, sl, state, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func placeableOne(t *testing.T, sl []*resourceapi.ResourceSlice, state *AllocatedState, profile string) bool {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	a, err := structured.NewAllocator(ctx, DefaultFeatures(), *state, testClasses, sl, cel.NewCache(10, cel.Features{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Allocate(ctx, node(*sl[0].Spec.NodeName), []*resourceapi.ResourceClaim{migClaim("probe", profile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res != nil
+}
+
+func migClaim(name, profile string) *resourceapi.ResourceClaim {
+	return claimOf(name, exact("mig", migClass.Name, 1, `device.attributes["gpu.nvidia.com"].profile == "`+profile+`"`))
+}
+
+// streamLife replays a stream of MIG claims through one allocator and
+// returns how many claims were served before the probe profile stopped
+// being placeable (len(stream) if it never did) and how many were served.
+func streamLife(t *testing.T, sl []*resourceapi.ResourceSlice, stream []string, probe string, ours bool) (life, served int) {
+	t.Helper()
+	state := emptyState()
+	life = -1
+	for i, p := range stream {
+		got := allocateBoth(t, sl, state, migClaim("c", p))
+		res := got.upstream
+		if ours && got.ours != nil {
+			res = got.ours.Allocations
+		}
+		if res != nil {
+			served++
+			commit(state, res)
+		}
+		if life < 0 && !placeable(t, sl, state, probe) {
+			life = i
+		}
+	}
+	if life < 0 {
+		life = len(stream)
+	}
+	return life, served
+}
+
+func TestQualityMIGKeepsLargeProfilesPlaceable(t *testing.T) {
+	sl := migNode("node-m", 1)
+	tests := []struct {
+		name   string
+		stream []string
+		probe  string
+		// longer: gputopo must keep the probe placeable strictly longer.
+		longer bool
+		// skipProbe: only check claims served, the probe is a known
+		// trade-off on this stream (see docs/allocator.md).
+		skipProbe bool
+	}{
+		{name: "1g stream keeps a 4g placeable", stream: []string{"1g.10gb", "1g.10gb", "1g.10gb"}, probe: "4g.40gb", longer: true},
+		{name: "1g.20gb then 2g keeps a 4g placeable", stream: []string{"1g.20gb", "2g.20gb"}, probe: "4g.40gb", longer: true},
+		{name: "mixed 1g/2g/3g stream keeps a 4g placeable", stream: []string{"3g.40gb", "1g.10gb", "2g.20gb", "1g.10gb"}, probe: "4g.40gb", longer: true},
+		{name: "mixed stream keeps a 4g or 3g at least as long", stream: []string{"2g.20gb", "1g.10gb", "2g.20gb", "1g.20gb", "1g.10gb", "1g.10gb"}, probe: "4g.40gb|3g.40gb"},
+		{name: "2g stream keeps a 4g or 3g at least as long", stream: []string{"2g.20gb", "2g.20gb", "1g.10gb"}, probe: "4g.40gb|3g.40gb"},
+		{name: "1g.20gb stream keeps a 4g or 3g at least as long", stream: []string{"1g.20gb", "1g.20gb", "2g.20gb", "1g.10gb", "1g.10gb"}, probe: "4g.40gb|3g.40gb"},
+		{name: "3g then small keeps a 4g or 3g at least as long", stream: []string{"3g.40gb", "1g.10gb", "2g.20gb", "1g.10gb"}, probe: "4g.40gb|3g.40gb"},
+		{name: "pure 1g stream: 4g kept, right-half 3g lost one claim earlier", stream: []string{"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"}, probe: "4g.40gb|3g.40gb", skipProbe: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ourLife, ourServed := streamLife(t, sl, tc.stream, tc.probe, true)
+			upLife, upServed := streamLife(t, sl, tc.stream, tc.probe, false)
+			t.Logf("%s placeable for %d claims with gputopo (served %d), %d with first-fit (served %d)", tc.probe, ourLife, ourServed, upLife, upServed)
+			if ourServed < upServed {
+				t.Errorf("gputopo served %d claims, first-fit %d", ourServed, upServed)
+			}
+			if tc.skipProbe {
+				return
+			}
+			if ourLife < upLife {
+				t.Errorf("gputopo lost the %s after %d claims, first-fit after %d", tc.probe, ourLife, upLife)
+			}
+			if tc.longer && ourLife <= upLife {
+				t.Errorf("gputopo should keep the %s placeable longer than first-fit (%d vs %d)", tc.probe, ourLife, upLife)
+			}
+		})
+	}
+}
+
+// After two 1g claims, first-fit can no longer place a 4g and refuses it;
+// gputopo kept the left half free and serves it.
+func TestQualityMIGServesLargeProfileFirstFitRefuses(t *testing.T) {
+	sl := migNode("node-m", 1)
+	stream := []string{"1g.10gb", "1g.10gb", "4g.40gb"}
+	_, ourServed := streamLife(t, sl, stream, "7g.80gb", true)
+	_, upServed := streamLife(t, sl, stream, "7g.80gb", false)
+	if ourServed != 3 || upServed != 2 {
+		t.Errorf("served: gputopo %d (want 3), first-fit %d (want 2)", ourServed, upServed)
+	}
+}
+
+func TestQualityMIGPrefersBrokenGPU(t *testing.T) {
+	sl := migNode("node-m", 2)
+	state := emptyState()
+	// GPU 1 already holds a 1g: the next 1g goes there too, keeping GPU 0
+	// whole for a full-GPU claim.
+	state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-m", "gpu-1-mig-1g.10gb-6"))
+	got := allocateBoth(t, sl, state, migClaim("c", "1g.10gb"))
+	name := deviceNames(got.ours.Allocations)[0]
+	if name[:6] != "gpu-1-" {
+		t.Errorf("gputopo put the 1g on %s, want GPU 1", name)
+	}
+	if up := deviceNames(got.upstream)[0]; up[:6] != "gpu-0-" {
+		t.Errorf("upstream put the 1g on %s, expected first-fit GPU 0", up)
+	}
+	if got.ours.Quality.MIGPlaceable <= 0 || got.ours.Quality.MIGPlaceableBefore < got.ours.Quality.MIGPlaceable {
+		t.Errorf("quality %v: placeability must be reported and not grow", got.ours.Quality)
+	}
+}
+
+func sharedClaim(name, mem string) *resourceapi.ResourceClaim {
+	r := exact("share", sharedClass.Name, 1)
+	r.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem)}}
+	return claimOf(name, r)
+}
+
+func TestQualitySharedPacking(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+	state := emptyState()
+	// gpu-1 already half used; a 40Gi share fits exactly there. First-fit
+	// breaks the untouched gpu-0 instead.
+	commit(state, []resourceapi.AllocationResult{{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "share", Driver: drvNVIDIA, Pool: "node-sh", Device: "gpu-1", ShareID: ptr.To(types.UID("s1")),
+		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("40Gi")},
+	}}}}})
+	got := allocateBoth(t, sl, state, sharedClaim("c", "40Gi"))
+	if d := deviceNames(got.ours.Allocations); d[0] != "gpu-1" {
+		t.Errorf("gputopo picked %v, want gpu-1", d)
+	}
+	if d := deviceNames(got.upstream); d[0] != "gpu-0" {
+		t.Errorf("upstream picked %v, want first-fit gpu-0", d)
+	}
+	if q := got.ours.Quality; q.Fragmentation > q.FragmentationBefore {
+		t.Errorf("fragmentation grew: %v", q)
+	}
+	// Rounding: 10.5Gi is rounded up to 11Gi by the request policy.
+	got = allocateBoth(t, sl, state, sharedClaim("c", "10.5Gi"))
+	if c := got.ours.Allocations[0].Devices.Results[0].ConsumedCapacity["memory"]; c.Cmp(resource.MustParse("11Gi")) != 0 {
+		t.Errorf("consumed %s, want 11Gi", c.String())
+	}
+}
