@@ -155,7 +155,10 @@ func (r *run) solve() (*Result, error) {
 	_, err := r.step(0, 0, 0, false, 0, 0)
 	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, errMaxSize) {
 		if r.best == nil {
-			return nil, err
+			if r.ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		// Cancelled after a solution was found: keep the best so far.
 	}

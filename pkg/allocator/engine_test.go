@@ -1,0 +1,277 @@
+package allocator
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+)
+
+// Table-driven tests of allocation semantics. Every case also runs
+// upstream's allocator on the same input and requires the same outcome.
+
+func plainDevice(name string, attrs map[string]resourceapi.DeviceAttribute) resourceapi.Device {
+	d := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
+	for k, v := range attrs {
+		d.Attributes[resourceapi.QualifiedName(k)] = v
+	}
+	return d
+}
+
+func localSlice(nodeName, pool string, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: pool + "-slice"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: drvNVIDIA, NodeName: ptr.To(nodeName),
+			Pool:    resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+			Devices: devs,
+		},
+	}
+}
+
+func fourGPUs() *resourceapi.ResourceSlice {
+	return localSlice("node-a", "node-a",
+		plainDevice("gpu-0", map[string]resourceapi.DeviceAttribute{"type": str("gpu"), "model": str("a100"), "memory": num(40960)}),
+		plainDevice("gpu-1", map[string]resourceapi.DeviceAttribute{"type": str("gpu"), "model": str("h100"), "memory": num(81920)}),
+		plainDevice("gpu-2", map[string]resourceapi.DeviceAttribute{"type": str("gpu"), "model": str("a100"), "memory": num(81920)}),
+		plainDevice("gpu-3", map[string]resourceapi.DeviceAttribute{"type": str("gpu"), "model": str("h100"), "memory": num(81920)}),
+	)
+}
+
+func withConstraint(c *resourceapi.ResourceClaim, con resourceapi.DeviceConstraint) *resourceapi.ResourceClaim {
+	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, con)
+	return c
+}
+
+func firstAvailable(name string, subs ...resourceapi.DeviceSubRequest) resourceapi.DeviceRequest {
+	return resourceapi.DeviceRequest{Name: name, FirstAvailable: subs}
+}
+
+func sub(name, className string, count int64, selectors ...string) resourceapi.DeviceSubRequest {
+	s := resourceapi.DeviceSubRequest{Name: name, DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}
+	for _, e := range selectors {
+		s.Selectors = append(s.Selectors, celSel(e))
+	}
+	return s
+}
+
+func allOf(name, className string) resourceapi.DeviceRequest {
+	return resourceapi.DeviceRequest{Name: name, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeAll}}
+}
+
+func holding(names ...string) *AllocatedState {
+	s := emptyState()
+	for _, n := range names {
+		s.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", n))
+	}
+	return s
+}
+
+func TestAllocateSemantics(t *testing.T) {
+	anyClass := class("any")
+	classes := classList{gpuClass, migClass, sharedClass, anyClass,
+		class("broken", `device.attributes[`),
+		class("strict", `device.attributes["gpu.nvidia.com"].missing == 1`),
+		{ObjectMeta: metav1.ObjectMeta{Name: "configured"}, Spec: resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: opaque(drvNVIDIA, "from-class")}}}},
+	}
+	memAtLeast40G := `device.attributes["gpu.nvidia.com"].memory >= 40000`
+	tainted := fourGPUs()
+	tainted.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	tainted.Spec.Devices[1].Taints = []resourceapi.DeviceTaint{{Key: "info", Effect: resourceapi.DeviceTaintEffectNone}}
+	dup := fourGPUs()
+	dup.Spec.Devices[3].Name = "gpu-0"
+	incomplete := fourGPUs()
+	incomplete.Spec.Pool.ResourceSliceCount = 2
+	badCounters := migNode("node-a", 1)
+	badCounters[1].Spec.Devices[3].ConsumesCounters[0].CounterSet = "no-such-set"
+	negCounters := migNode("node-a", 1)
+	negCounters[0].Spec.SharedCounters[0].Counters["compute"] = resourceapi.Counter{Value: resource.MustParse("-1")}
+	perDevice := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "fabric"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: drvNVIDIA, PerDeviceNodeSelection: ptr.To(true),
+			Pool: resourceapi.ResourcePool{Name: "fabric", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{
+				{Name: "link-b", NodeName: ptr.To("node-b"), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": str("gpu")}},
+				{Name: "link-all", AllNodes: ptr.To(true), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": str("gpu")}},
+			},
+		},
+	}
+	binding := fourGPUs()
+	binding.Spec.Pool.Name = "aaa-first-by-name"
+	binding.Spec.Devices = binding.Spec.Devices[:1]
+	binding.Spec.Devices[0].BindingConditions = []string{"attached"}
+	binding.Spec.Devices[0].BindingFailureConditions = []string{"failed"}
+	configured := claimOf("c", exact("r", "configured", 1), exact("s", "configured", 1))
+	configured.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{Requests: []string{"r"}, DeviceConfiguration: opaque(drvNVIDIA, "from-claim")}}
+
+	tests := []struct {
+		name    string
+		slices  []*resourceapi.ResourceSlice
+		state   *AllocatedState
+		claims  []*resourceapi.ResourceClaim
+		want    []string // devices of all claims, in result order
+		wantErr error
+		// errHas: words the error must contain (object and field names).
+		errHas []string
+		check  func(t *testing.T, res []resourceapi.AllocationResult)
+		// noUpstream: upstream panics on this input (nil Exactly).
+		noUpstream bool
+	}{
+		{name: "exact count", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}, want: []string{"gpu-0", "gpu-1"}},
+		{name: "request selector", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1, memAtLeast40G+` && device.attributes["gpu.nvidia.com"].model == "h100"`))}, want: []string{"gpu-1"}},
+		{name: "devices in use are skipped", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-0", "gpu-1"), claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}, want: []string{"gpu-2", "gpu-3"}},
+		{name: "too few devices", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-0"), claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 4))}, wantErr: ErrUnsatisfiable},
+		{name: "two claims never share a device", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("a", exact("r", gpuClass.Name, 2)), claimOf("b", exact("r", gpuClass.Name, 2))}, want: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3"}},
+		{name: "all devices", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", allOf("r", gpuClass.Name))}, want: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3"}},
+		{name: "all devices, one in use", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-2"), claims: []*resourceapi.ResourceClaim{claimOf("c", allOf("r", gpuClass.Name))}, wantErr: ErrUnsatisfiable},
+		{name: "all devices of an incomplete pool", slices: []*resourceapi.ResourceSlice{incomplete}, claims: []*resourceapi.ResourceClaim{claimOf("c", allOf("r", gpuClass.Name))}, wantErr: ErrInvalidInput, errHas: []string{"being updated"}},
+		{name: "incomplete pool is skipped for exact counts", slices: []*resourceapi.ResourceSlice{incomplete}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, wantErr: ErrUnsatisfiable, errHas: []string{"being updated"}},
+		{name: "first available: preferred alternative", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", firstAvailable("r", sub("big", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].memory >= 80000`), sub("two", gpuClass.Name, 2)))}, want: []string{"gpu-1"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				if r := res[0].Devices.Results[0].Request; r != "r/big" {
+					t.Errorf("request %q, want r/big", r)
+				}
+			}},
+		{name: "first available: fallback", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-1", "gpu-2", "gpu-3"), claims: []*resourceapi.ResourceClaim{claimOf("c", firstAvailable("r", sub("big", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].memory >= 80000`), sub("small", gpuClass.Name, 1)))}, want: []string{"gpu-0"}},
+		{name: "matchAttribute", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 1), exact("b", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].model == "h100"`)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, want: []string{"gpu-1", "gpu-3"}},
+		{name: "distinctAttribute", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 2)), resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, want: []string{"gpu-0", "gpu-1"}},
+		{name: "matchAttribute unsatisfiable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 3)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, wantErr: ErrUnsatisfiable},
+		{name: "admin access may use allocated devices", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-0", "gpu-1", "gpu-2", "gpu-3"), claims: []*resourceapi.ResourceClaim{claimOf("c", func() resourceapi.DeviceRequest {
+			r := exact("r", gpuClass.Name, 1)
+			r.Exactly.AdminAccess = ptr.To(true)
+			return r
+		}())}, want: []string{"gpu-0"}, check: func(t *testing.T, res []resourceapi.AllocationResult) {
+			if !ptr.Deref(res[0].Devices.Results[0].AdminAccess, false) {
+				t.Error("adminAccess not set in the result")
+			}
+		}},
+		{name: "NoSchedule taint blocks, None does not", slices: []*resourceapi.ResourceSlice{tainted}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"gpu-1"}},
+		{name: "tolerated taint", slices: []*resourceapi.ResourceSlice{tainted}, claims: []*resourceapi.ResourceClaim{claimOf("c", func() resourceapi.DeviceRequest {
+			r := exact("r", gpuClass.Name, 1)
+			r.Exactly.Tolerations = []resourceapi.DeviceToleration{{Key: "xid", Operator: resourceapi.DeviceTolerationOpExists}}
+			return r
+		}())}, want: []string{"gpu-0"}},
+		{name: "DeviceTaintRule taints a device", slices: ApplyDeviceTaintRules([]*resourceapi.ResourceSlice{fourGPUs()}, []*resourceapi.DeviceTaintRule{{
+			Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: &resourceapi.DeviceTaintSelector{Device: ptr.To("gpu-0")}, Taint: resourceapi.DeviceTaint{Key: "maintenance", Effect: resourceapi.DeviceTaintEffectNoExecute}},
+		}}), claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"gpu-1"}},
+		{name: "overlapping partitions are never double-booked", slices: migNode("node-a", 1), state: func() *AllocatedState {
+			s := emptyState()
+			s.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", "gpu-0-mig-4g.40gb-0"))
+			return s
+		}(), claims: []*resourceapi.ResourceClaim{migClaim("c", "3g.40gb"), migClaim("d", "3g.40gb")}, wantErr: ErrUnsatisfiable},
+		{name: "partitions fill the GPU exactly", slices: migNode("node-a", 1), claims: []*resourceapi.ResourceClaim{migClaim("a", "4g.40gb"), migClaim("b", "3g.40gb")}, want: []string{"gpu-0-mig-4g.40gb-0", "gpu-0-mig-3g.40gb-4"}},
+		{name: "whole GPU blocked by a partition", slices: migNode("node-a", 1), state: func() *AllocatedState {
+			s := emptyState()
+			s.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", "gpu-0-mig-1g.10gb-3"))
+			return s
+		}(), claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, wantErr: ErrUnsatisfiable},
+		{name: "per-device node selection", slices: []*resourceapi.ResourceSlice{perDevice}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"link-all"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				if res[0].NodeSelector != nil {
+					t.Errorf("device on all nodes: node selector %v, want none", res[0].NodeSelector)
+				}
+			}},
+		{name: "shared GPU: shares until capacity", slices: []*resourceapi.ResourceSlice{sharedNode("node-a", 1)}, claims: []*resourceapi.ResourceClaim{sharedClaim("a", "40Gi"), sharedClaim("b", "30Gi"), sharedClaim("c", "10Gi")}, want: []string{"gpu-0", "gpu-0", "gpu-0"}},
+		{name: "shared GPU: over capacity", slices: []*resourceapi.ResourceSlice{sharedNode("node-a", 1)}, claims: []*resourceapi.ResourceClaim{sharedClaim("a", "40Gi"), sharedClaim("b", "30Gi"), sharedClaim("c", "10.5Gi")}, wantErr: ErrUnsatisfiable},
+		{name: "binding conditions: pool sorted last, conditions copied", slices: []*resourceapi.ResourceSlice{binding, fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", allOf("r", gpuClass.Name))}, want: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-0"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				last := res[0].Devices.Results[4]
+				if last.Pool != "aaa-first-by-name" || !slices.Equal(last.BindingConditions, []string{"attached"}) {
+					t.Errorf("last result %+v: want the binding-conditions pool with its conditions", last)
+				}
+			}},
+		{name: "configs from class and claim", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{configured}, want: []string{"gpu-0", "gpu-1"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				want := []resourceapi.DeviceAllocationConfiguration{
+					{Source: resourceapi.AllocationConfigSourceClass, DeviceConfiguration: opaque(drvNVIDIA, "from-class")},
+					{Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"r"}, DeviceConfiguration: opaque(drvNVIDIA, "from-claim")},
+				}
+				if diff := cmp.Diff(want, res[0].Devices.Config, cmp.Comparer(func(a, b runtime.RawExtension) bool { return string(a.Raw) == string(b.Raw) })); diff != "" {
+					t.Errorf("config (-want +got):\n%s", diff)
+				}
+			}},
+		{name: "node-local devices pin the node", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"gpu-0"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				ns := res[0].NodeSelector
+				if ns == nil || ns.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-a" {
+					t.Errorf("node selector %v, want metadata.name in [node-a]", ns)
+				}
+			}},
+		{name: "missing class", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", "nope", 1))}, wantErr: ErrInvalidInput, errHas: []string{"default/c", "request r", "nope"}},
+		{name: "CEL compile error", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", "broken", 1))}, wantErr: ErrInvalidInput, errHas: []string{"class broken", "selector #0", "compile"}},
+		{name: "CEL runtime error", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", "strict", 1))}, wantErr: ErrInvalidInput, errHas: []string{"class strict", "gpu-0", "runtime error"}},
+		{name: "non-matching selector is no error", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].model == "b200"`))}, wantErr: ErrUnsatisfiable},
+		{name: "request without exactly or firstAvailable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", resourceapi.DeviceRequest{Name: "r"})}, noUpstream: true, wantErr: ErrInvalidInput, errHas: []string{"default/c", "request r", "neither exactly nor firstAvailable"}},
+		{name: "duplicate device names", slices: []*resourceapi.ResourceSlice{dup}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, wantErr: ErrInvalidPool, errHas: []string{"node-a-slice", "gpu-0", "duplicate"}},
+		{name: "unknown counter set", slices: badCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "7g.80gb")}, wantErr: ErrInvalidPool, errHas: []string{"node-a-devices", "gpu-0-mig-1g.10gb-2", "no-such-set"}},
+		{name: "negative counter", slices: negCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "1g.10gb")}, wantErr: ErrInvalidPool, errHas: []string{"node-a-counters", "compute", "negative"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			state := tc.state
+			if state == nil {
+				state = emptyState()
+			}
+			n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.NewSession(NewInventory(tc.slices, DefaultFeatures()), classes, state, tc.claims).Allocate(ctx, n)
+
+			// Upstream must agree on the outcome.
+			up, upErr := outcomeOK, error(nil)
+			if !tc.noUpstream {
+				up, upErr = upstreamOutcome(t, tc.slices, classes, state, tc.claims, n)
+			}
+			switch {
+			case tc.noUpstream:
+			case tc.wantErr == nil && up != outcomeOK,
+				errors.Is(tc.wantErr, ErrUnsatisfiable) && up != outcomeNone,
+				errors.Is(tc.wantErr, ErrInvalidPool) && up != outcomeInvalidPool && !strings.Contains(tc.name, "negative"),
+				errors.Is(tc.wantErr, ErrInvalidInput) && up != outcomeError:
+				t.Errorf("upstream outcome %s (%v) does not match the expectation", up, upErr)
+			}
+
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("error %v, want %v", err, tc.wantErr)
+				}
+				for _, w := range tc.errHas {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, deviceNames(res.Allocations)); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			if tc.check != nil {
+				tc.check(t, res.Allocations)
+			}
+		})
+	}
+}
+
+func upstreamOutcome(t *testing.T, sl []*resourceapi.ResourceSlice, classes classList, state *AllocatedState, claims []*resourceapi.ResourceClaim, n *v1.Node) (outcome, error) {
+	t.Helper()
+	p := &problem{features: DefaultFeatures(), node: n, slices: sl, classes: classes, state: state, claims: claims}
+	_, out, err := upstreamAllocate(p)
+	return out, err
+}

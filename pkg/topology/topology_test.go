@@ -1,0 +1,131 @@
+package topology
+
+import (
+	"math"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+func attrs(kv ...any) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	m := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	for i := 0; i < len(kv); i += 2 {
+		switch v := kv[i+1].(type) {
+		case string:
+			m[resourceapi.QualifiedName(kv[i].(string))] = resourceapi.DeviceAttribute{StringValue: &v}
+		case int:
+			n := int64(v)
+			m[resourceapi.QualifiedName(kv[i].(string))] = resourceapi.DeviceAttribute{IntValue: &n}
+		}
+	}
+	return m
+}
+
+func TestPair(t *testing.T) {
+	const drv = "gpu.nvidia.com"
+	d := func(node string, kv ...any) GPU { return Describe(drv, node, attrs(kv...)) }
+	tests := []struct {
+		name string
+		a, b GPU
+		want LinkClass
+	}{
+		{"explicit NVLink domain", d("n", "nvlinkDomain", "pair-0", "uuid", "a"), d("n", "nvlinkDomain", "pair-0", "uuid", "b"), LinkNVLink},
+		{"qualified attribute names", d("n", "gpu.nvidia.com/nvlinkDomain", "x", "uuid", "a"), d("n", "gpu.nvidia.com/nvlinkDomain", "x", "uuid", "b"), LinkNVLink},
+		{"SXM inferred NVSwitch", d("n", "productName", "NVIDIA H100 80GB HBM3", "uuid", "a"), d("n", "productName", "NVIDIA H100 80GB HBM3", "uuid", "b"), LinkNVLink},
+		{"A100 SXM inferred", d("n", "productName", "NVIDIA A100-SXM4-80GB", "uuid", "a"), d("n", "productName", "NVIDIA A100-SXM4-80GB", "uuid", "b"), LinkNVLink},
+		{"PCIe card not inferred", d("n", "productName", "NVIDIA H100 PCIe", "resource.kubernetes.io/pcieRoot", "r0", "uuid", "a"), d("n", "productName", "NVIDIA H100 PCIe", "resource.kubernetes.io/pcieRoot", "r0", "uuid", "b"), LinkPCIeHostBridge},
+		{"same PCIe switch", d("n", "pcieSwitch", "s0", "uuid", "a"), d("n", "pcieSwitch", "s0", "uuid", "b"), LinkPCIeSwitch},
+		{"same NUMA node", d("n", "resource.kubernetes.io/numaNode", 1, "uuid", "a"), d("n", "resource.kubernetes.io/numaNode", 1, "uuid", "b"), LinkNUMA},
+		{"across sockets", d("n", "resource.kubernetes.io/numaNode", 0, "uuid", "a"), d("n", "resource.kubernetes.io/numaNode", 1, "uuid", "b"), LinkSystem},
+		{"MIG partitions of one GPU", d("n", "type", "mig", "parentUUID", "g"), d("n", "type", "mig", "parentUUID", "g"), LinkSameGPU},
+		{"one NVL72 clique across nodes", d("n1", "cliqueID", "rack1.0"), d("n2", "cliqueID", "rack1.0"), LinkMultiNodeNVLink},
+		{"different nodes", d("n1", "cliqueID", "rack1.0"), d("n2", "cliqueID", "rack2.0"), LinkNetwork},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Pair(tc.a, tc.b); got != tc.want {
+				t.Errorf("Pair = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOnNVSwitch(t *testing.T) {
+	for p, want := range map[string]bool{
+		"NVIDIA H100 80GB HBM3": true, "NVIDIA H200": true, "NVIDIA B200": true, "NVIDIA GB200": true,
+		"NVIDIA A100-SXM4-40GB": true, "NVIDIA H100 PCIe": false, "NVIDIA H100 NVL": false, "NVIDIA H200 NVL": false,
+		"NVIDIA L40S": false, "Tesla T4": false, "": false,
+	} {
+		if got := OnNVSwitch(p); got != want {
+			t.Errorf("OnNVSwitch(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestIntactnessPrefersBrokenGroups(t *testing.T) {
+	g := func(domain string, numa int64, id string) GPU {
+		return GPU{Node: "n", NVLinkDomain: domain, NUMA: numa, Physical: id}
+	}
+	// Four pairs, pair-0 half used. Taking gpu b0 (the broken pair) leaves
+	// more intact than taking a1 (splitting pair-1).
+	rest := []GPU{g("p1", 0, "b1"), g("p2", 1, "a2"), g("p2", 1, "b2"), g("p3", 1, "a3"), g("p3", 1, "b3")}
+	takeBroken := append([]GPU{g("p1", 0, "a1")}, rest...)
+	takeFresh := append([]GPU{g("p0", 0, "b0")}, rest...)
+	if Intactness(takeBroken, 8) <= Intactness(takeFresh, 8) {
+		t.Errorf("intactness %v (broken pair taken) should exceed %v (fresh pair split)", Intactness(takeBroken, 8), Intactness(takeFresh, 8))
+	}
+	if Intactness(nil, 8) != 0 || Intactness(rest, 0) != 0 {
+		t.Error("empty inputs must give 0")
+	}
+}
+
+func TestWorstPair(t *testing.T) {
+	a := GPU{Node: "n", NVLinkDomain: "p0", NUMA: 0, Physical: "a"}
+	b := GPU{Node: "n", NVLinkDomain: "p0", NUMA: 0, Physical: "b"}
+	c := GPU{Node: "n", NVLinkDomain: "p1", NUMA: 1, Physical: "c"}
+	if w := WorstPair([]GPU{a, b}); w != LinkNVLink {
+		t.Errorf("pair: %s", w)
+	}
+	if w := WorstPair([]GPU{a, b, c}); w != LinkSystem {
+		t.Errorf("across sockets: %s", w)
+	}
+	if w := WorstPair([]GPU{a}); w != LinkSameGPU {
+		t.Errorf("single: %s", w)
+	}
+}
+
+func TestFragmentation(t *testing.T) {
+	w := Workload{{GPUs: 1, Share: 0.5, Weight: 1}, {GPUs: 1, Share: 1, Weight: 1}}
+	tests := []struct {
+		name string
+		free []float64
+		want float64
+	}{
+		{"all free", []float64{1, 1}, 0},
+		{"all used", []float64{0, 0}, 0},
+		// 0.25 free on one GPU: unusable by both classes.
+		{"small leftover", []float64{0.25, 1}, 0.25},
+		// 0.5 free: usable by halves, not by whole GPUs.
+		{"half leftover", []float64{0.5, 0}, 0.25},
+	}
+	for _, tc := range tests {
+		if got := Fragmentation(tc.free, w); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: Fragmentation = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A multi-GPU class cannot use anything on a node with too few free GPUs.
+	if got := Fragmentation([]float64{1, 0}, Workload{{GPUs: 2, Share: 1, Weight: 1}}); got != 1 {
+		t.Errorf("2-GPU class on one free GPU: %v, want 1", got)
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	if err := DefaultWorkload().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Workload{nil, {{GPUs: 0, Share: 1}}, {{GPUs: 1, Share: 1.5}}, {{GPUs: 2, Share: 0.5}}, {{GPUs: 1, Share: 1, Weight: -1}}} {
+		if bad.Validate() == nil {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+}
