@@ -18,26 +18,53 @@ import (
 
 var errNotRepresentable = errors.New("capacity request cannot be represented in the device's range arithmetic")
 
-// fitsCapacity reports whether a request fits on a device given what the
-// ledger (held) and this allocation (pending) already consume there.
-func fitsCapacity(req *resourceapi.CapacityRequirements, caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
-	held structured.ConsumedCapacity, pending map[resourceapi.QualifiedName]resource.Quantity, fractional bool) (bool, error) {
+// capFit is what a request needs of a device, independent of what is
+// allocated: computed once per request and device.
+type capFit struct {
+	// possible is false when the request names a capacity the device
+	// lacks, or asks for a value the device's policy forbids.
+	possible bool
+	consumed map[resourceapi.QualifiedName]resource.Quantity
+	err      error
+	// alone: fits on the device with nothing else allocated there.
+	alone bool
+}
+
+func newCapFit(req *resourceapi.CapacityRequirements, caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, fractional bool) *capFit {
+	f := &capFit{}
 	if req != nil {
 		for name := range req.Requests {
 			if _, ok := caps[name]; !ok {
-				return false, nil
+				return f
 			}
 		}
 	}
-	want, err := consumption(req, caps, fractional)
-	if err != nil {
-		return false, err
+	f.consumed, f.err = consumption(req, caps, fractional)
+	if f.err != nil {
+		return f
 	}
 	for name, c := range caps {
-		v := want[name]
-		if violatesPolicy(v, c.RequestPolicy, fractional) {
-			return false, nil
+		if violatesPolicy(f.consumed[name], c.RequestPolicy, fractional) {
+			return f
 		}
+	}
+	f.possible = true
+	f.alone, _ = f.fits(caps, nil, nil)
+	return f
+}
+
+// fits reports whether the request fits given what the ledger (held) and
+// this allocation (pending) already consume on the device.
+func (f *capFit) fits(caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
+	held structured.ConsumedCapacity, pending map[resourceapi.QualifiedName]resource.Quantity) (bool, error) {
+	if !f.possible {
+		return false, f.err
+	}
+	if held == nil && pending == nil && f.consumed != nil && f.alone {
+		return true, nil
+	}
+	for name, c := range caps {
+		v := f.consumed[name]
 		total := v.DeepCopy()
 		if h, ok := held[name]; ok && h != nil {
 			total.Add(*h)
@@ -50,6 +77,12 @@ func fitsCapacity(req *resourceapi.CapacityRequirements, caps map[resourceapi.Qu
 		}
 	}
 	return true, nil
+}
+
+// fitsCapacity is newCapFit and fits in one, for one-off checks.
+func fitsCapacity(req *resourceapi.CapacityRequirements, caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
+	held structured.ConsumedCapacity, pending map[resourceapi.QualifiedName]resource.Quantity, fractional bool) (bool, error) {
+	return newCapFit(req, caps, fractional).fits(caps, held, pending)
 }
 
 // consumption computes what a request consumes of every capacity of a

@@ -23,6 +23,10 @@ type device struct {
 	gpuOnce sync.Once
 	gpuDesc topology.GPU
 
+	// capDefault caches newCapFit for requests without capacity
+	// requirements, by FractionalCapacityRange (0 off, 1 on).
+	capDefault [2]*capFit
+
 	mu sync.Mutex
 	// matches caches CEL selector results by expression. A device's
 	// attributes never change (a changed slice is a new object, hence a
@@ -99,3 +103,18 @@ type errRuntime struct{ err error }
 
 func (e errRuntime) Error() string { return "CEL runtime error: " + e.err.Error() }
 func (e errRuntime) Unwrap() error { return e.err }
+
+// defaultCapFit is what a request without capacity requirements needs of
+// the device; it never changes, so it is computed once.
+func (d *device) defaultCapFit(fractional bool) *capFit {
+	i := 0
+	if fractional {
+		i = 1
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.capDefault[i] == nil {
+		d.capDefault[i] = newCapFit(nil, d.api.Capacity, fractional)
+	}
+	return d.capDefault[i]
+}

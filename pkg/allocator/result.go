@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 )
 
@@ -28,7 +29,9 @@ func (r *run) build(sol *solution) ([]resourceapi.AllocationResult, error) {
 				Pool:        dv.slice.Spec.Pool.Name,
 				Device:      dv.api.Name,
 				Tolerations: pk.q.tolerate,
-				ShareID:     pk.shareID,
+			}
+			if pk.shared {
+				dr.ShareID = ptr.To(uuid.NewUUID())
 			}
 			if pk.q.admin {
 				dr.AdminAccess = ptr.To(true)

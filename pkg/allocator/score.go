@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/gputopo/gputopo/pkg/topology"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
 
@@ -59,27 +61,26 @@ type solution struct {
 	quality Quality
 }
 
-// better: a more preferred firstAvailable alternative always wins (the
-// user's order), then the higher policy score.
-func (a *solution) better(b *solution) bool {
-	for c := range a.subs {
-		for g := range a.subs[c] {
-			if a.subs[c][g] != b.subs[c][g] {
-				return a.subs[c][g] < b.subs[c][g]
+// beats reports whether the run's current solution, of quality q, is
+// better than the best so far: a more preferred firstAvailable alternative
+// always wins (the user's order), then the higher policy score.
+func (r *run) beats(q Quality) bool {
+	b := r.best
+	for c := range r.curSub {
+		for g := range r.curSub[c] {
+			if r.curSub[c][g] != b.subs[c][g] {
+				return r.curSub[c][g] < b.subs[c][g]
 			}
 		}
 	}
-	return a.quality.Score > b.quality.Score+1e-9
+	return q.Score > b.quality.Score+1e-9
 }
 
-func (r *run) snapshot() *solution {
-	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub))}
+func (r *run) snapshot(q Quality) *solution {
+	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub)), quality: q}
 	for i := range r.picks {
 		sol.picks[i] = append([]pick(nil), r.picks[i]...)
 		sol.subs[i] = append([]int(nil), r.curSub[i]...)
-	}
-	if r.pol.anyEnabled() {
-		sol.quality = r.evaluate()
 	}
 	return sol
 }
@@ -96,21 +97,25 @@ func (d *device) gpu() topology.GPU {
 type roles struct {
 	once      sync.Once
 	wholeGPUs []int // devices with topology that are not partitions
+	groups    *topology.Groups
 	shared    []int // allow-multiple devices with capacity
 	counted   []int // pools with shared counters
 }
 
 func (v *nodeView) roles() *roles {
 	v.role.once.Do(func() {
+		var gpus []topology.GPU
 		for i, d := range v.devices {
 			g := d.gpu()
 			if !g.Partition && g.HasTopology() {
 				v.role.wholeGPUs = append(v.role.wholeGPUs, i)
+				gpus = append(gpus, g)
 			}
 			if d.multi && len(d.api.Capacity) > 0 {
 				v.role.shared = append(v.role.shared, i)
 			}
 		}
+		v.role.groups = topology.NewGroups(gpus)
 		for pi, p := range v.pools {
 			if len(p.counterTotal) > 0 {
 				v.role.counted = append(v.role.counted, pi)
@@ -133,16 +138,10 @@ func (r *run) evaluate() Quality {
 
 	cost := 0
 	for c := range r.picks {
-		var set []topology.GPU
-		for _, pk := range r.picks[c] {
-			if g := r.view.devices[pk.dev].gpu(); g.HasTopology() {
-				set = append(set, g)
-			}
-		}
-		if len(set) < 2 {
+		w, n := r.worstPair(r.picks[c])
+		if n < 2 {
 			continue
 		}
-		w := topology.WorstPair(set)
 		if !q.MultiDevice || w > q.WorstLink {
 			q.WorstLink = w
 		}
@@ -161,19 +160,35 @@ func (r *run) evaluate() Quality {
 	return q
 }
 
+// worstPair is topology.WorstPair over the picks that publish topology,
+// and how many do.
+func (r *run) worstPair(picks []pick) (topology.LinkClass, int) {
+	worst, n := topology.LinkSameGPU, 0
+	for i, a := range picks {
+		ga := r.view.devices[a.dev].gpu()
+		if !ga.HasTopology() {
+			continue
+		}
+		n++
+		for _, b := range picks[i+1:] {
+			if gb := r.view.devices[b.dev].gpu(); gb.HasTopology() {
+				worst = max(worst, topology.Pair(ga, gb))
+			}
+		}
+	}
+	return worst, n
+}
+
 // measure computes the node-wide criteria without (withRun false) or with
 // this run's tentative allocations.
 func (r *run) measure(withRun bool) Quality {
 	var q Quality
 	ro := r.view.roles()
 	if r.pol.Topology.Enabled && len(ro.wholeGPUs) > 0 {
-		free := make([]topology.GPU, 0, len(ro.wholeGPUs))
-		for _, d := range ro.wholeGPUs {
-			if r.free(d, withRun) {
-				free = append(free, r.view.devices[d].gpu())
-			}
+		if r.intactScratch == nil {
+			r.intactScratch = make([]int, ro.groups.ScratchSize())
 		}
-		q.Intactness = topology.Intactness(free, len(ro.wholeGPUs))
+		q.Intactness = ro.groups.Intactness(func(i int) bool { return r.free(ro.wholeGPUs[i], withRun) }, r.intactScratch)
 	}
 	if r.pol.MIG.Enabled {
 		for _, pi := range ro.counted {
@@ -181,11 +196,13 @@ func (r *run) measure(withRun bool) Quality {
 		}
 	}
 	if r.pol.Packing.Enabled && len(ro.shared) > 0 {
-		free := make([]float64, 0, len(ro.shared))
-		for _, d := range ro.shared {
-			free = append(free, r.freeShare(d, withRun))
+		if r.fragScratch == nil {
+			r.fragScratch = make([]float64, len(ro.shared))
 		}
-		q.Fragmentation = topology.Fragmentation(free, r.pol.Workload)
+		for i, d := range ro.shared {
+			r.fragScratch[i] = r.freeShare(i, d, withRun)
+		}
+		q.Fragmentation = topology.Fragmentation(r.fragScratch, r.pol.Workload)
 	}
 	return q
 }
@@ -193,7 +210,7 @@ func (r *run) measure(withRun bool) Quality {
 // free reports whether a device could be allocated whole right now.
 func (r *run) free(d int, withRun bool) bool {
 	dv := r.view.devices[d]
-	if r.s.holds(dv) || (withRun && (len(r.owners[d]) > 0 || r.shares[d] > 0)) {
+	if r.ledgerHolds(d) || (withRun && (len(r.owners[d]) > 0 || r.shares[d] > 0)) {
 		return false
 	}
 	if len(dv.api.ConsumesCounters) == 0 {
@@ -223,36 +240,54 @@ func (r *run) fitsCounters(pi int, uses []counterUse, withRun bool) bool {
 	return true
 }
 
-// freeShare is the unused fraction of a shared device's most used capacity.
-func (r *run) freeShare(d int, withRun bool) float64 {
-	dv := r.view.devices[d]
-	held := r.s.state.AggregatedCapacity[dv.id]
+// shareBase is what the ledger already uses of a shared device.
+type shareBase struct {
+	names []resourceapi.QualifiedName
+	total []float64
+	used  []float64
+	full  bool // allocated exclusively
+}
+
+// freeShare is the unused fraction of a shared device's most used
+// capacity; i is its index in roles().shared.
+func (r *run) freeShare(i, d int, withRun bool) float64 {
+	if r.shareBases == nil {
+		r.shareBases = make([]*shareBase, len(r.view.roles().shared))
+	}
+	b := r.shareBases[i]
+	if b == nil {
+		dv := r.view.devices[d]
+		held := r.s.state.AggregatedCapacity[dv.id]
+		b = &shareBase{full: r.s.state.AllocatedDevices.Has(dv.id)}
+		for name, c := range dv.api.Capacity {
+			total := c.Value.AsApproximateFloat64()
+			if total <= 0 {
+				continue
+			}
+			u := 0.0
+			if h, ok := held[name]; ok && h != nil {
+				u = h.AsApproximateFloat64()
+			}
+			b.names, b.total, b.used = append(b.names, name), append(b.total, total), append(b.used, u)
+		}
+		r.shareBases[i] = b
+	}
+	if b.full || (withRun && len(r.owners[d]) > 0) {
+		return 0
+	}
+	var pending map[resourceapi.QualifiedName]resource.Quantity
+	if withRun && r.shares[d] > 0 {
+		pending = r.pending[d]
+	}
 	used := 0.0
-	for name, c := range dv.api.Capacity {
-		total := c.Value.AsApproximateFloat64()
-		if total <= 0 {
-			continue
-		}
-		u := 0.0
-		if h, ok := held[name]; ok && h != nil {
-			u += h.AsApproximateFloat64()
-		}
-		if withRun {
-			if p, ok := r.pending[d][name]; ok {
+	for k, name := range b.names {
+		u := b.used[k]
+		if pending != nil {
+			if p, ok := pending[name]; ok {
 				u += p.AsApproximateFloat64()
 			}
 		}
-		used = math.Max(used, u/total)
-	}
-	if r.s.state.AllocatedDevices.Has(dv.id) || (withRun && len(r.owners[d]) > 0) {
-		used = 1
+		used = math.Max(used, u/b.total[k])
 	}
 	return math.Max(0, 1-used)
 }
-
-// lookaheadWeight: the state after the next same-profile request counts
-// twice as much as the state now. Measured on A100 streams
-// (quality_test.go): with weight 1 a 2g stream splits both halves of a GPU
-// and is refused a claim first-fit serves; with 2 it serves at least as
-// many claims as first-fit on every stream tried.
-const lookaheadWeight = 2.0

@@ -8,8 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -40,16 +38,21 @@ type run struct {
 	f    Features
 	pol  Policy
 
-	owners  [][]int32 // per device: claims allocating it exclusively
-	pending map[int]map[resourceapi.QualifiedName]resource.Quantity
-	shares  map[int]int // per device: pending shares in this run
-	used    [][]int64   // per pool: counters consumed in this run
-	sel     [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
-	cons    [][]constraint
-	picks   [][]pick
-	allDevs [][]int // per req (All mode): candidate devices
-	num     []int   // per req: devices needed
-	curSub  [][]int // per claim, per group: alternative in use
+	owners [][]int32 // per device: claims allocating it exclusively
+	// exclusive and holding cache ledger lookups per device:
+	// 0 unknown, 1 yes, 2 no.
+	exclusive []int8
+	holding   []int8
+	pending   map[int]map[resourceapi.QualifiedName]resource.Quantity
+	shares    map[int]int // per device: pending shares in this run
+	used      [][]int64   // per pool: counters consumed in this run
+	sel       [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
+	caps      [][]*capFit // per req, per device, when consumable capacity is on
+	cons      [][]constraint
+	picks     [][]pick
+	allDevs   [][]int // per req (All mode): candidate devices
+	num       []int   // per req: devices needed
+	curSub    [][]int // per claim, per group: alternative in use
 
 	found    bool
 	steps    int
@@ -58,26 +61,34 @@ type run struct {
 	before   *Quality
 	// setBefore caches setPlaceable without the run, per pool and set.
 	setBefore map[[2]int]float64
+	// Scratch space for scoring, reused across leaves.
+	intactScratch []int
+	fragScratch   []float64
+	shareBases    []*shareBase
+	freeBuf       []int64
+	tentBuf       []int64
 }
 
 type pick struct {
 	dev      int
 	q        *req
-	shareID  *types.UID
+	shared   bool // a share of an allow-multiple device; gets a share ID
 	consumed map[resourceapi.QualifiedName]resource.Quantity
 }
 
 func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*run, error) {
 	r := &run{
 		s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy,
-		owners:  make([][]int32, len(view.devices)),
-		used:    make([][]int64, len(view.pools)),
-		sel:     make([][]int8, len(s.reqs)),
-		cons:    make([][]constraint, len(s.plans)),
-		picks:   make([][]pick, len(s.plans)),
-		allDevs: make([][]int, len(s.reqs)),
-		num:     make([]int, len(s.reqs)),
-		curSub:  make([][]int, len(s.plans)),
+		owners:    make([][]int32, len(view.devices)),
+		exclusive: make([]int8, len(view.devices)),
+		holding:   make([]int8, len(view.devices)),
+		used:      make([][]int64, len(view.pools)),
+		sel:       make([][]int8, len(s.reqs)),
+		cons:      make([][]constraint, len(s.plans)),
+		picks:     make([][]pick, len(s.plans)),
+		allDevs:   make([][]int, len(s.reqs)),
+		num:       make([]int, len(s.reqs)),
+		curSub:    make([][]int, len(s.plans)),
 	}
 	for i, p := range view.pools {
 		if len(p.counterTotal) > 0 {
@@ -237,7 +248,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 
 	if q.all {
 		d := r.allDevs[q.idx][dev]
-		ok, undo, err := r.take(q, d, true)
+		ok, t, err := r.take(q, d, true)
 		if err != nil && r.found {
 			return false, nil
 		}
@@ -246,7 +257,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 		}
 		done, err := r.step(c, g, sub, inSub, dev+1, 0)
 		if err != nil || !done {
-			undo()
+			r.undo(t)
 			return false, err
 		}
 		return true, nil
@@ -282,7 +293,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 				continue
 			}
 		}
-		ok, undo, err := r.take(q, d, false)
+		ok, t, err := r.take(q, d, false)
 		if err != nil {
 			if !r.found {
 				return false, err
@@ -296,7 +307,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 		if err == nil && done {
 			return true, nil
 		}
-		undo()
+		r.undo(t)
 		if err != nil {
 			return false, err
 		}
@@ -309,9 +320,12 @@ func (r *run) leaf() (bool, error) {
 	first := !r.found
 	r.found = true
 	r.explored++
-	sol := r.snapshot()
-	if r.best == nil || sol.better(r.best) {
-		r.best = sol
+	var q Quality
+	if r.pol.anyEnabled() {
+		q = r.evaluate()
+	}
+	if r.best == nil || r.beats(q) {
+		r.best = r.snapshot(q)
 	}
 	if first && !r.pol.anyEnabled() {
 		return true, nil
@@ -320,8 +334,39 @@ func (r *run) leaf() (bool, error) {
 }
 
 func (r *run) inUse(d int) bool {
-	dv := r.view.devices[d]
-	return r.s.state.AllocatedDevices.Has(dv.id) || len(r.owners[d]) > 0
+	return len(r.owners[d]) > 0 || r.ledgerExclusive(d)
+}
+
+// ledgerExclusive caches AllocatedDevices.Has per device for the run.
+func (r *run) ledgerExclusive(d int) bool {
+	switch r.exclusive[d] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	has := r.s.state.AllocatedDevices.Has(r.view.devices[d].id)
+	r.exclusive[d] = 2
+	if has {
+		r.exclusive[d] = 1
+	}
+	return has
+}
+
+// ledgerHolds caches Session.holds per device for the run.
+func (r *run) ledgerHolds(d int) bool {
+	switch r.holding[d] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	h := r.s.holds(r.view.devices[d])
+	r.holding[d] = 2
+	if h {
+		r.holding[d] = 1
+	}
+	return h
 }
 
 func (r *run) ownedBy(d int, claim int32) bool {
@@ -400,7 +445,28 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 
 func (r *run) capacityFits(q *req, d int) (bool, error) {
 	dv := r.view.devices[d]
-	return fitsCapacity(q.capacity, dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pending[d], r.f.FractionalCapacityRange)
+	return r.capFitOf(q, d).fits(dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pending[d])
+}
+
+// capFitOf caches newCapFit per request and device for this run.
+func (r *run) capFitOf(q *req, d int) *capFit {
+	if r.caps == nil {
+		r.caps = make([][]*capFit, len(r.s.reqs))
+	}
+	c := r.caps[q.idx]
+	if c == nil {
+		c = make([]*capFit, len(r.view.devices))
+		r.caps[q.idx] = c
+	}
+	if c[d] == nil {
+		dv := r.view.devices[d]
+		if q.capacity == nil {
+			c[d] = dv.defaultCapFit(r.f.FractionalCapacityRange)
+		} else {
+			c[d] = newCapFit(q.capacity, dv.api.Capacity, r.f.FractionalCapacityRange)
+		}
+	}
+	return c[d]
 }
 
 // sharedInUse reports whether an allow-multiple device already holds a
@@ -413,109 +479,114 @@ func (r *run) sharedInUse(d int) bool {
 	return r.s.shared[dv.id] || r.shares[d] > 0
 }
 
-// take tentatively allocates device d for q. On success it returns the
-// function that undoes it. must is set for "All" requests, where a device
-// that violates a constraint is an input error, as upstream reports it.
-func (r *run) take(q *req, d int, must bool) (bool, func(), error) {
+// take tentatively allocates device d for q. On success the returned
+// token undoes it (release). must is set for "All" requests, where a
+// device that violates a constraint is an input error, as upstream
+// reports it.
+func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 	dv := r.view.devices[d]
-	claim := r.s.plans[q.claim].claim
-	multi := r.f.ConsumableCapacity && dv.multi
-	if !multi && q.admin && r.ownedBy(d, int32(q.claim)) {
-		return false, nil, nil
+	t := taken{q: q, d: d, multi: r.f.ConsumableCapacity && dv.multi}
+	if !t.multi && q.admin && r.ownedBy(d, int32(q.claim)) {
+		return false, t, nil
 	}
 	if !q.admin && r.inUse(d) {
-		return false, nil, nil
+		return false, t, nil
 	}
-	pi, li := r.view.locate(d)
-	p := r.view.pools[pi]
-	uses := p.usesOf(li)
-	if !r.f.PartitionableDevices && len(dv.api.ConsumesCounters) > 0 {
-		return false, nil, nil
-	}
-	counted := false
-	if len(dv.api.ConsumesCounters) > 0 && !(multi && r.sharedInUse(d)) {
-		if !r.countersFit(pi, uses) {
-			return false, nil, nil
+	if len(dv.api.ConsumesCounters) > 0 {
+		if !r.f.PartitionableDevices {
+			return false, t, nil
 		}
-		r.addCounters(pi, uses, 1)
-		counted = true
-	}
-	undoCounters := func() {
-		if counted {
-			r.addCounters(pi, uses, -1)
+		if !(t.multi && r.sharedInUse(d)) {
+			pi, li := r.view.locate(d)
+			uses := r.view.pools[pi].usesOf(li)
+			if !r.countersFit(pi, uses) {
+				return false, t, nil
+			}
+			r.addCounters(pi, uses, 1)
+			t.counted = true
 		}
 	}
 	if r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate) {
-		undoCounters()
-		return false, nil, nil
+		r.undo(t)
+		return false, t, nil
 	}
 	cons := r.cons[q.claim]
-	for i, c := range cons {
+	for _, c := range cons {
 		if !c.add(q, dv) {
-			for j := i - 1; j >= 0; j-- {
-				cons[j].remove(q)
-			}
-			undoCounters()
+			r.undo(t)
 			if must {
-				return false, nil, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(claim), q.subOrBase(), dv.id)
+				return false, t, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(r.s.plans[q.claim].claim), q.subOrBase(), dv.id)
 			}
-			return false, nil, nil
+			return false, t, nil
 		}
+		t.constraints++
 	}
-	undoConstraints := func() {
-		for j := len(cons) - 1; j >= 0; j-- {
-			cons[j].remove(q)
-		}
-	}
-	if !multi {
+	if !t.multi {
 		r.owners[d] = append(r.owners[d], int32(q.claim))
-	}
-	undoOwner := func() {
-		if !multi {
-			o := r.owners[d]
-			for i := len(o) - 1; i >= 0; i-- {
-				if o[i] == int32(q.claim) {
-					r.owners[d] = append(o[:i], o[i+1:]...)
-					break
-				}
-			}
-		}
+		t.owned = true
 	}
 	pk := pick{dev: d, q: q}
 	if r.f.ConsumableCapacity {
 		fits, err := r.capacityFits(q, d)
 		if err != nil || !fits {
-			undoOwner()
-			undoConstraints()
-			undoCounters()
+			r.undo(t)
 			if err != nil {
-				return false, nil, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), dv.id, err)
+				return false, t, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(r.s.plans[q.claim].claim), q.subOrBase(), dv.id, err)
 			}
-			return false, nil, nil
+			return false, t, nil
 		}
-		if multi {
-			consumed, err := consumption(q.capacity, dv.api.Capacity, r.f.FractionalCapacityRange)
-			if err != nil {
-				undoOwner()
-				undoConstraints()
-				undoCounters()
-				return false, nil, fmt.Errorf("claim %s, request %s: computing consumed capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), dv.id, err)
-			}
-			pk.shareID = ptr.To(uuid.NewUUID())
-			pk.consumed = consumed
-			r.addPending(d, consumed, 1)
+		if t.multi {
+			pk.shared = true
+			pk.consumed = r.capFitOf(q, d).consumed
+			r.addPending(d, pk.consumed, 1)
+			t.consumed = pk.consumed
+			t.pending = true
 		}
 	}
 	r.picks[q.claim] = append(r.picks[q.claim], pk)
-	return true, func() {
-		r.picks[q.claim] = r.picks[q.claim][:len(r.picks[q.claim])-1]
-		if multi {
-			r.addPending(d, pk.consumed, -1)
+	t.picked = true
+	return true, t, nil
+}
+
+// taken records what take changed, so that undo can reverse it.
+type taken struct {
+	q           *req
+	d           int
+	multi       bool
+	counted     bool
+	constraints int
+	owned       bool
+	pending     bool
+	consumed    map[resourceapi.QualifiedName]resource.Quantity
+	picked      bool
+}
+
+// undo reverses take, in the opposite order.
+func (r *run) undo(t taken) {
+	c := t.q.claim
+	if t.picked {
+		r.picks[c] = r.picks[c][:len(r.picks[c])-1]
+	}
+	if t.pending {
+		r.addPending(t.d, t.consumed, -1)
+	}
+	if t.owned {
+		o := r.owners[t.d]
+		for i := len(o) - 1; i >= 0; i-- {
+			if o[i] == int32(c) {
+				r.owners[t.d] = append(o[:i], o[i+1:]...)
+				break
+			}
 		}
-		undoOwner()
-		undoConstraints()
-		undoCounters()
-	}, nil
+	}
+	cons := r.cons[c]
+	for j := t.constraints - 1; j >= 0; j-- {
+		cons[j].remove(t.q)
+	}
+	if t.counted {
+		pi, li := r.view.locate(t.d)
+		r.addCounters(pi, r.view.pools[pi].usesOf(li), -1)
+	}
 }
 
 // addPending adds (sign 1) or removes (sign -1) one share's consumption.

@@ -129,3 +129,24 @@ func TestWorkloadValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupsMatchIntactness(t *testing.T) {
+	var gpus []GPU
+	for i := range 8 {
+		gpus = append(gpus, GPU{Node: "n", NVLinkDomain: string(rune('a' + i%4)), PCIeRoot: string(rune('p' + i%2)), NUMA: int64(i % 2), Physical: string(rune('A' + i))})
+	}
+	g := NewGroups(gpus)
+	scratch := make([]int, g.ScratchSize())
+	for mask := range 256 {
+		var free []GPU
+		for i := range 8 {
+			if mask&(1<<i) != 0 {
+				free = append(free, gpus[i])
+			}
+		}
+		got := g.Intactness(func(i int) bool { return mask&(1<<i) != 0 }, scratch)
+		if want := Intactness(free, 8); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("mask %08b: Groups.Intactness %v, Intactness %v", mask, got, want)
+		}
+	}
+}

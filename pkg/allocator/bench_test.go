@@ -1,0 +1,102 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// Benchmarks of one pod's Filter work: a claim checked against every node,
+// by upstream's allocator and by the engine, on identical inputs. The
+// engine's Inventory is built once, as the scheduler rebuilds it only when
+// slices change; the "cold" variant rebuilds it for every pod.
+
+type benchShape struct {
+	name   string
+	slices func(node string) []*resourceapi.ResourceSlice
+	claim  func() *resourceapi.ResourceClaim
+	// busy marks devices held on every node, to model a loaded cluster.
+	busy []string
+}
+
+var benchShapes = []benchShape{
+	{name: "nvlink-pairs/2gpu", slices: func(n string) []*resourceapi.ResourceSlice { return []*resourceapi.ResourceSlice{pairNode(n)} },
+		claim: func() *resourceapi.ResourceClaim { return claimOf("c", exact("r", gpuClass.Name, 2)) }, busy: []string{"gpu-0", "gpu-3"}},
+	{name: "nvswitch/4gpu", slices: func(n string) []*resourceapi.ResourceSlice { return []*resourceapi.ResourceSlice{nvswitchNode(n)} },
+		claim: func() *resourceapi.ResourceClaim { return claimOf("c", exact("r", gpuClass.Name, 4)) }, busy: []string{"gpu-1"}},
+	{name: "mig-a100x8/1g", slices: func(n string) []*resourceapi.ResourceSlice { return migNode(n, 8) },
+		claim: func() *resourceapi.ResourceClaim { return migClaim("c", "1g.10gb") }, busy: []string{"gpu-0", "gpu-1-mig-3g.40gb-4"}},
+	{name: "shared-l40sx8/10Gi", slices: func(n string) []*resourceapi.ResourceSlice { return []*resourceapi.ResourceSlice{sharedNode(n, 8)} },
+		claim: func() *resourceapi.ResourceClaim { return sharedClaim("c", "10Gi") }},
+}
+
+func benchCluster(shape benchShape, nodes int) ([]*resourceapi.ResourceSlice, []*v1.Node, *AllocatedState) {
+	var sl []*resourceapi.ResourceSlice
+	var ns []*v1.Node
+	state := emptyState()
+	for i := range nodes {
+		name := fmt.Sprintf("node-%03d", i)
+		ns = append(ns, node(name))
+		sl = append(sl, shape.slices(name)...)
+		for _, d := range shape.busy {
+			state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, name, d))
+		}
+	}
+	return sl, ns, state
+}
+
+func BenchmarkFilterAllNodes(b *testing.B) {
+	features := DefaultFeatures()
+	for _, shape := range benchShapes {
+		for _, nodes := range []int{1, 10, 100} {
+			sl, ns, state := benchCluster(shape, nodes)
+			claims := []*resourceapi.ResourceClaim{shape.claim()}
+			ctx := context.Background()
+			b.Run(fmt.Sprintf("%s/nodes=%d/impl=upstream", shape.name, nodes), func(b *testing.B) {
+				celCache := cel.NewCache(10, cel.Features{EnableConsumableCapacity: true})
+				b.ReportAllocs()
+				for b.Loop() {
+					a, err := structured.NewAllocator(ctx, features, *state, testClasses, sl, celCache)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, n := range ns {
+						if res, err := a.Allocate(ctx, n, claims); err != nil || res == nil {
+							b.Fatalf("upstream: %v %v", res, err)
+						}
+					}
+				}
+			})
+			for _, impl := range []struct {
+				name   string
+				policy Policy
+				cold   bool
+			}{{"gputopo", DefaultPolicy(), false}, {"gputopo-firstfit", FirstFitPolicy(), false}, {"gputopo-cold", DefaultPolicy(), true}} {
+				b.Run(fmt.Sprintf("%s/nodes=%d/impl=%s", shape.name, nodes, impl.name), func(b *testing.B) {
+					e, err := New(Options{Features: features, Policy: impl.policy})
+					if err != nil {
+						b.Fatal(err)
+					}
+					inv := NewInventory(sl, features)
+					b.ReportAllocs()
+					for b.Loop() {
+						if impl.cold {
+							inv = NewInventory(sl, features)
+						}
+						s := e.NewSession(inv, testClasses, state, claims)
+						for _, n := range ns {
+							if _, err := s.Allocate(ctx, n); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
