@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -23,9 +25,8 @@ type device struct {
 	gpuOnce sync.Once
 	gpuDesc topology.GPU
 
-	// capDefault caches newCapFit for requests without capacity
-	// requirements, by FractionalCapacityRange (0 off, 1 on).
-	capDefault [2]*capFit
+	// capFits caches newCapFit by request (see capFitFor).
+	capFits map[string]*capFit
 
 	mu sync.Mutex
 	// matches caches CEL selector results by expression. A device's
@@ -104,17 +105,51 @@ type errRuntime struct{ err error }
 func (e errRuntime) Error() string { return "CEL runtime error: " + e.err.Error() }
 func (e errRuntime) Unwrap() error { return e.err }
 
-// defaultCapFit is what a request without capacity requirements needs of
-// the device; it never changes, so it is computed once.
-func (d *device) defaultCapFit(fractional bool) *capFit {
-	i := 0
+// capFitFor is newCapFit for this device, cached by the request's
+// canonical form (key): pods ask for a handful of sizes, and what a size
+// needs of a device never changes.
+func (d *device) capFitFor(req *resourceapi.CapacityRequirements, key string, fractional bool) *capFit {
 	if fractional {
-		i = 1
+		key = "f" + key
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.capDefault[i] == nil {
-		d.capDefault[i] = newCapFit(nil, d.api.Capacity, fractional)
+	f, ok := d.capFits[key]
+	d.mu.Unlock()
+	if ok {
+		return f
 	}
-	return d.capDefault[i]
+	f = newCapFit(req, d.api.Capacity, fractional)
+	d.mu.Lock()
+	if d.capFits == nil {
+		d.capFits = make(map[string]*capFit, 2)
+	}
+	if len(d.capFits) < maxCapFitsPerDevice {
+		d.capFits[key] = f
+	}
+	d.mu.Unlock()
+	return f
+}
+
+// maxCapFitsPerDevice bounds the cache of distinct request sizes.
+const maxCapFitsPerDevice = 64
+
+// capacityKey is the canonical form of capacity requirements.
+func capacityKey(req *resourceapi.CapacityRequirements) string {
+	if req == nil {
+		return ""
+	}
+	names := make([]string, 0, len(req.Requests))
+	for n := range req.Requests {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		v := req.Requests[resourceapi.QualifiedName(n)]
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(v.String())
+		b.WriteByte(';')
+	}
+	return b.String()
 }

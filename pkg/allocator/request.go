@@ -26,6 +26,7 @@ type req struct {
 	selectors  []resourceapi.DeviceSelector
 	tolerate   []resourceapi.DeviceToleration
 	capacity   *resourceapi.CapacityRequirements
+	capKey     string // capacityKey(capacity)
 }
 
 // group is one entry of spec.devices.requests: one req, or the
@@ -122,6 +123,7 @@ func (s *Session) newReq(claim *resourceapi.ResourceClaim, ci, gi, si int, base,
 		className: spec.className,
 		admin:     ptr.Deref(spec.adminAccess, false),
 		selectors: spec.selectors, tolerate: spec.tolerations, capacity: spec.capacity,
+		capKey: capacityKey(spec.capacity),
 	}
 	if sub != "" {
 		q.name = base + "/" + sub

@@ -210,7 +210,7 @@ func (r *run) measure(withRun bool) Quality {
 // free reports whether a device could be allocated whole right now.
 func (r *run) free(d int, withRun bool) bool {
 	dv := r.view.devices[d]
-	if r.ledgerHolds(d) || (withRun && (len(r.owners[d]) > 0 || r.shares[d] > 0)) {
+	if r.ledgerHolds(d) || (withRun && (len(r.owners[d]) > 0 || r.sharesOf(d) > 0)) {
 		return false
 	}
 	if len(dv.api.ConsumesCounters) == 0 {
@@ -276,8 +276,8 @@ func (r *run) freeShare(i, d int, withRun bool) float64 {
 		return 0
 	}
 	var pending map[resourceapi.QualifiedName]resource.Quantity
-	if withRun && r.shares[d] > 0 {
-		pending = r.pending[d]
+	if withRun {
+		pending = r.pendingOf(d)
 	}
 	used := 0.0
 	for k, name := range b.names {

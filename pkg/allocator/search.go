@@ -43,8 +43,8 @@ type run struct {
 	// 0 unknown, 1 yes, 2 no.
 	exclusive []int8
 	holding   []int8
-	pending   map[int]map[resourceapi.QualifiedName]resource.Quantity
-	shares    map[int]int // per device: pending shares in this run
+	pending   []map[resourceapi.QualifiedName]resource.Quantity
+	shares    []int32     // per device: pending shares in this run
 	used      [][]int64   // per pool: counters consumed in this run
 	sel       [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
 	caps      [][]*capFit // per req, per device, when consumable capacity is on
@@ -445,7 +445,7 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 
 func (r *run) capacityFits(q *req, d int) (bool, error) {
 	dv := r.view.devices[d]
-	return r.capFitOf(q, d).fits(dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pending[d])
+	return r.capFitOf(q, d).fits(dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pendingOf(d))
 }
 
 // capFitOf caches newCapFit per request and device for this run.
@@ -460,11 +460,7 @@ func (r *run) capFitOf(q *req, d int) *capFit {
 	}
 	if c[d] == nil {
 		dv := r.view.devices[d]
-		if q.capacity == nil {
-			c[d] = dv.defaultCapFit(r.f.FractionalCapacityRange)
-		} else {
-			c[d] = newCapFit(q.capacity, dv.api.Capacity, r.f.FractionalCapacityRange)
-		}
+		c[d] = dv.capFitFor(q.capacity, q.capKey, r.f.FractionalCapacityRange)
 	}
 	return c[d]
 }
@@ -476,7 +472,7 @@ func (r *run) sharedInUse(d int) bool {
 	if _, ok := r.s.state.AggregatedCapacity[dv.id]; ok {
 		return true
 	}
-	return r.s.shared[dv.id] || r.shares[d] > 0
+	return r.s.shared[dv.id] || r.sharesOf(d) > 0
 }
 
 // take tentatively allocates device d for q. On success the returned
@@ -590,12 +586,13 @@ func (r *run) undo(t taken) {
 }
 
 // addPending adds (sign 1) or removes (sign -1) one share's consumption.
+// Entries stay allocated when the last share goes, to be reused.
 func (r *run) addPending(d int, consumed map[resourceapi.QualifiedName]resource.Quantity, sign int) {
 	if r.pending == nil {
-		r.pending = make(map[int]map[resourceapi.QualifiedName]resource.Quantity)
-		r.shares = make(map[int]int)
+		r.pending = make([]map[resourceapi.QualifiedName]resource.Quantity, len(r.view.devices))
+		r.shares = make([]int32, len(r.view.devices))
 	}
-	r.shares[d] += sign
+	r.shares[d] += int32(sign)
 	m := r.pending[d]
 	if m == nil {
 		m = make(map[resourceapi.QualifiedName]resource.Quantity, len(consumed))
@@ -610,10 +607,22 @@ func (r *run) addPending(d int, consumed map[resourceapi.QualifiedName]resource.
 		}
 		m[name] = cur
 	}
-	if r.shares[d] == 0 {
-		delete(r.pending, d)
-		delete(r.shares, d)
+}
+
+// pendingOf is what this run's shares consume of device d, nil if none.
+func (r *run) pendingOf(d int) map[resourceapi.QualifiedName]resource.Quantity {
+	if r.shares == nil || r.shares[d] == 0 {
+		return nil
 	}
+	return r.pending[d]
+}
+
+// sharesOf counts this run's shares of device d.
+func (r *run) sharesOf(d int) int32 {
+	if r.shares == nil {
+		return 0
+	}
+	return r.shares[d]
 }
 
 func taintBlocks(d *resourceapi.Device, tolerations []resourceapi.DeviceToleration) bool {
