@@ -25,13 +25,17 @@ type capFit struct {
 	// lacks, or asks for a value the device's policy forbids.
 	possible bool
 	consumed map[resourceapi.QualifiedName]resource.Quantity
-	err      error
+	// vec and vecF are consumed in the order of device.capNames.
+	vec  []resource.Quantity
+	vecF []float64
+	err  error
 	// alone: fits on the device with nothing else allocated there.
 	alone bool
 }
 
-func newCapFit(req *resourceapi.CapacityRequirements, caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, fractional bool) *capFit {
+func newCapFit(req *resourceapi.CapacityRequirements, d *device, fractional bool) *capFit {
 	f := &capFit{}
+	caps := d.api.Capacity
 	if req != nil {
 		for name := range req.Requests {
 			if _, ok := caps[name]; !ok {
@@ -48,41 +52,40 @@ func newCapFit(req *resourceapi.CapacityRequirements, caps map[resourceapi.Quali
 			return f
 		}
 	}
+	f.vec = make([]resource.Quantity, len(d.capNames))
+	f.vecF = make([]float64, len(d.capNames))
+	for i, name := range d.capNames {
+		f.vec[i] = f.consumed[name]
+		f.vecF[i] = f.vec[i].AsApproximateFloat64()
+	}
 	f.possible = true
-	f.alone, _ = f.fits(caps, nil, nil)
+	f.alone, _ = f.fits(d, nil, nil)
 	return f
 }
 
 // fits reports whether the request fits given what the ledger (held) and
-// this allocation (pending) already consume on the device.
-func (f *capFit) fits(caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
-	held structured.ConsumedCapacity, pending map[resourceapi.QualifiedName]resource.Quantity) (bool, error) {
+// this allocation (pending, in capNames order) already consume on the
+// device.
+func (f *capFit) fits(d *device, held structured.ConsumedCapacity, pending []resource.Quantity) (bool, error) {
 	if !f.possible {
 		return false, f.err
 	}
-	if held == nil && pending == nil && f.consumed != nil && f.alone {
+	if held == nil && pending == nil && f.vec != nil && f.alone {
 		return true, nil
 	}
-	for name, c := range caps {
-		v := f.consumed[name]
-		total := v.DeepCopy()
+	for i, name := range d.capNames {
+		total := f.vec[i].DeepCopy()
 		if h, ok := held[name]; ok && h != nil {
 			total.Add(*h)
 		}
-		if p, ok := pending[name]; ok {
-			total.Add(p)
+		if pending != nil {
+			total.Add(pending[i])
 		}
-		if total.Cmp(c.Value) > 0 {
+		if total.Cmp(d.capValues[i]) > 0 {
 			return false, nil
 		}
 	}
 	return true, nil
-}
-
-// fitsCapacity is newCapFit and fits in one, for one-off checks.
-func fitsCapacity(req *resourceapi.CapacityRequirements, caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
-	held structured.ConsumedCapacity, pending map[resourceapi.QualifiedName]resource.Quantity, fractional bool) (bool, error) {
-	return newCapFit(req, caps, fractional).fits(caps, held, pending)
 }
 
 // consumption computes what a request consumes of every capacity of a

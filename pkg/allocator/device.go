@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,11 @@ type device struct {
 	gpuOnce sync.Once
 	gpuDesc topology.GPU
 
+	// capNames are the device's capacities, sorted; capValues and
+	// capTotalF their values in that order.
+	capNames  []resourceapi.QualifiedName
+	capValues []resource.Quantity
+	capTotalF []float64
 	// capFits caches newCapFit by request (see capFitFor).
 	capFits map[string]*capFit
 
@@ -42,12 +48,22 @@ type counterUse struct {
 
 func newDevice(s *resourceapi.ResourceSlice, i int) *device {
 	d := &s.Spec.Devices[i]
-	return &device{
+	dv := &device{
 		id:    structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name),
 		api:   d,
 		slice: s,
 		multi: ptr.Deref(d.AllowMultipleAllocations, false),
 	}
+	for name := range d.Capacity {
+		dv.capNames = append(dv.capNames, name)
+	}
+	slices.Sort(dv.capNames)
+	for _, name := range dv.capNames {
+		v := d.Capacity[name].Value
+		dv.capValues = append(dv.capValues, v)
+		dv.capTotalF = append(dv.capTotalF, v.AsApproximateFloat64())
+	}
+	return dv
 }
 
 // match evaluates one CEL selector against the device, from the cache when
@@ -118,7 +134,7 @@ func (d *device) capFitFor(req *resourceapi.CapacityRequirements, key string, fr
 	if ok {
 		return f
 	}
-	f = newCapFit(req, d.api.Capacity, fractional)
+	f = newCapFit(req, d, fractional)
 	d.mu.Lock()
 	if d.capFits == nil {
 		d.capFits = make(map[string]*capFit, 2)

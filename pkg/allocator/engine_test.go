@@ -275,3 +275,20 @@ func upstreamOutcome(t *testing.T, sl []*resourceapi.ResourceSlice, classes clas
 	_, out, err := upstreamAllocate(p)
 	return out, err
 }
+
+func TestInventoryRefreshKeepsUnchangedDevices(t *testing.T) {
+	a, b := pairNode("node-a"), pairNode("node-b")
+	inv := NewInventory([]*resourceapi.ResourceSlice{a, b}, DefaultFeatures())
+	da, db := inv.devicesOf(a), inv.devicesOf(b)
+	b2 := b.DeepCopy()
+	next := inv.Refresh([]*resourceapi.ResourceSlice{a, b2})
+	if got := next.devicesOf(a); &got[0] != &da[0] && got[0] != da[0] {
+		t.Error("unchanged slice lost its device objects")
+	}
+	if got := next.devicesOf(b2); got[0] == db[0] {
+		t.Error("changed slice kept stale device objects")
+	}
+	if len(next.Slices()) != 2 {
+		t.Errorf("slices %d, want 2", len(next.Slices()))
+	}
+}

@@ -3,7 +3,6 @@ package allocator
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 
@@ -47,6 +46,22 @@ func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inven
 		}
 	}
 	return inv
+}
+
+// Refresh returns an Inventory for a new set of slices that keeps the
+// device objects, and so the cached selector results, of every slice that
+// did not change (informers replace changed objects, so an unchanged slice
+// is the same pointer). The scheduler calls it whenever slices change.
+func (inv *Inventory) Refresh(slices []*resourceapi.ResourceSlice) *Inventory {
+	next := NewInventory(slices, inv.features)
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, s := range slices {
+		if ds, ok := inv.devices[s]; ok {
+			next.devices[s] = ds
+		}
+	}
+	return next
 }
 
 // Slices returns the slices the inventory was built from.
@@ -315,10 +330,6 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 		}
 		p.uses[i] = u
 	}
-	p.size = make([]float64, len(p.devices))
-	for i := range p.devices {
-		p.size[i] = p.sizeOf(i)
-	}
 	p.buildShapes()
 	p.otherUses = make([][]counterUse, len(p.others))
 	for i, d := range p.others {
@@ -422,31 +433,4 @@ func (p *pool) usesOf(i int) []counterUse {
 		return nil
 	}
 	return p.uses[i]
-}
-
-// sizeOf is the fraction of its counter sets' totals a device consumes.
-func (p *pool) sizeOf(i int) float64 {
-	uses := p.usesOf(i)
-	if len(uses) == 0 {
-		return 0
-	}
-	var used, total float64
-	seen := make(map[string]bool, 2)
-	for _, u := range uses {
-		used += float64(u.milli)
-		set := p.counterNames[u.idx].set
-		if seen[set] {
-			continue
-		}
-		seen[set] = true
-		for j, k := range p.counterNames {
-			if k.set == set {
-				total += float64(p.counterTotal[j])
-			}
-		}
-	}
-	if total == 0 {
-		return 0
-	}
-	return math.Min(1, used/total)
 }

@@ -37,6 +37,31 @@ func (p *pool) buildShapes() {
 		}
 		p.counterSet[i] = si
 	}
+	// A device's size is what it consumes of the counter sets it
+	// touches, as a fraction of those sets' totals.
+	setTotal := make([]float64, len(setIndex))
+	for i, t := range p.counterTotal {
+		setTotal[p.counterSet[i]] += float64(t)
+	}
+	p.size = make([]float64, len(p.devices))
+	for li := range p.devices {
+		var used, total float64
+		var seen uint64 // sets already counted, for the first 64 sets
+		for _, u := range p.usesOf(li) {
+			used += float64(u.milli)
+			si := p.counterSet[u.idx]
+			if si < 64 && seen&(1<<si) != 0 {
+				continue
+			}
+			if si < 64 {
+				seen |= 1 << si
+			}
+			total += setTotal[si]
+		}
+		if total > 0 {
+			p.size[li] = math.Min(1, used/total)
+		}
+	}
 	p.shapes = make([][]shape, len(setIndex))
 	for li := range p.devices {
 		uses := p.usesOf(li)

@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/gputopo/gputopo/pkg/topology"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
 
@@ -242,52 +240,51 @@ func (r *run) fitsCounters(pi int, uses []counterUse, withRun bool) bool {
 
 // shareBase is what the ledger already uses of a shared device.
 type shareBase struct {
-	names []resourceapi.QualifiedName
-	total []float64
-	used  []float64
-	full  bool // allocated exclusively
+	ready bool
+	usedF []float64 // in capNames order, nil when the ledger holds nothing
+	full  bool      // allocated exclusively
 }
 
 // freeShare is the unused fraction of a shared device's most used
 // capacity; i is its index in roles().shared.
 func (r *run) freeShare(i, d int, withRun bool) float64 {
 	if r.shareBases == nil {
-		r.shareBases = make([]*shareBase, len(r.view.roles().shared))
+		r.shareBases = make([]shareBase, len(r.view.roles().shared))
 	}
-	b := r.shareBases[i]
-	if b == nil {
-		dv := r.view.devices[d]
-		held := r.s.state.AggregatedCapacity[dv.id]
-		b = &shareBase{full: r.s.state.AllocatedDevices.Has(dv.id)}
-		for name, c := range dv.api.Capacity {
-			total := c.Value.AsApproximateFloat64()
-			if total <= 0 {
-				continue
+	dv := r.view.devices[d]
+	b := &r.shareBases[i]
+	if !b.ready {
+		b.ready = true
+		b.full = r.ledgerExclusive(d)
+		if held := r.s.state.AggregatedCapacity[dv.id]; held != nil {
+			b.usedF = make([]float64, len(dv.capNames))
+			for k, name := range dv.capNames {
+				if h, ok := held[name]; ok && h != nil {
+					b.usedF[k] = h.AsApproximateFloat64()
+				}
 			}
-			u := 0.0
-			if h, ok := held[name]; ok && h != nil {
-				u = h.AsApproximateFloat64()
-			}
-			b.names, b.total, b.used = append(b.names, name), append(b.total, total), append(b.used, u)
 		}
-		r.shareBases[i] = b
 	}
 	if b.full || (withRun && len(r.owners[d]) > 0) {
 		return 0
 	}
-	var pending map[resourceapi.QualifiedName]resource.Quantity
-	if withRun {
-		pending = r.pendingOf(d)
+	var pending []float64
+	if withRun && r.sharesOf(d) > 0 {
+		pending = r.pendingF[d]
 	}
 	used := 0.0
-	for k, name := range b.names {
-		u := b.used[k]
-		if pending != nil {
-			if p, ok := pending[name]; ok {
-				u += p.AsApproximateFloat64()
-			}
+	for k, total := range dv.capTotalF {
+		if total <= 0 {
+			continue
 		}
-		used = math.Max(used, u/b.total[k])
+		u := 0.0
+		if b.usedF != nil {
+			u = b.usedF[k]
+		}
+		if pending != nil {
+			u += pending[k]
+		}
+		used = math.Max(used, u/total)
 	}
 	return math.Max(0, 1-used)
 }

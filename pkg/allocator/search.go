@@ -43,7 +43,8 @@ type run struct {
 	// 0 unknown, 1 yes, 2 no.
 	exclusive []int8
 	holding   []int8
-	pending   []map[resourceapi.QualifiedName]resource.Quantity
+	pending   [][]resource.Quantity // per device, in capNames order
+	pendingF  [][]float64
 	shares    []int32     // per device: pending shares in this run
 	used      [][]int64   // per pool: counters consumed in this run
 	sel       [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
@@ -64,7 +65,7 @@ type run struct {
 	// Scratch space for scoring, reused across leaves.
 	intactScratch []int
 	fragScratch   []float64
-	shareBases    []*shareBase
+	shareBases    []shareBase
 	freeBuf       []int64
 	tentBuf       []int64
 }
@@ -146,7 +147,7 @@ func (r *run) prepareReq(q *req) error {
 			}
 			if r.f.ConsumableCapacity {
 				d := r.view.devices[dev]
-				fits, err := fitsCapacity(q.capacity, d.api.Capacity, nil, nil, r.f.FractionalCapacityRange)
+				fits, err := newCapFit(q.capacity, d, r.f.FractionalCapacityRange).fits(d, nil, nil)
 				if err != nil {
 					return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), d.api.Name, err)
 				}
@@ -445,7 +446,7 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 
 func (r *run) capacityFits(q *req, d int) (bool, error) {
 	dv := r.view.devices[d]
-	return r.capFitOf(q, d).fits(dv.api.Capacity, r.s.state.AggregatedCapacity[dv.id], r.pendingOf(d))
+	return r.capFitOf(q, d).fits(dv, r.s.state.AggregatedCapacity[dv.id], r.pendingOf(d))
 }
 
 // capFitOf caches newCapFit per request and device for this run.
@@ -533,9 +534,10 @@ func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 		}
 		if t.multi {
 			pk.shared = true
-			pk.consumed = r.capFitOf(q, d).consumed
-			r.addPending(d, pk.consumed, 1)
-			t.consumed = pk.consumed
+			cf := r.capFitOf(q, d)
+			pk.consumed = cf.consumed
+			r.addPending(d, cf, 1)
+			t.fit = cf
 			t.pending = true
 		}
 	}
@@ -553,7 +555,7 @@ type taken struct {
 	constraints int
 	owned       bool
 	pending     bool
-	consumed    map[resourceapi.QualifiedName]resource.Quantity
+	fit         *capFit
 	picked      bool
 }
 
@@ -564,7 +566,7 @@ func (r *run) undo(t taken) {
 		r.picks[c] = r.picks[c][:len(r.picks[c])-1]
 	}
 	if t.pending {
-		r.addPending(t.d, t.consumed, -1)
+		r.addPending(t.d, t.fit, -1)
 	}
 	if t.owned {
 		o := r.owners[t.d]
@@ -587,30 +589,32 @@ func (r *run) undo(t taken) {
 
 // addPending adds (sign 1) or removes (sign -1) one share's consumption.
 // Entries stay allocated when the last share goes, to be reused.
-func (r *run) addPending(d int, consumed map[resourceapi.QualifiedName]resource.Quantity, sign int) {
+func (r *run) addPending(d int, f *capFit, sign int) {
 	if r.pending == nil {
-		r.pending = make([]map[resourceapi.QualifiedName]resource.Quantity, len(r.view.devices))
+		r.pending = make([][]resource.Quantity, len(r.view.devices))
+		r.pendingF = make([][]float64, len(r.view.devices))
 		r.shares = make([]int32, len(r.view.devices))
 	}
 	r.shares[d] += int32(sign)
-	m := r.pending[d]
-	if m == nil {
-		m = make(map[resourceapi.QualifiedName]resource.Quantity, len(consumed))
-		r.pending[d] = m
+	if r.pending[d] == nil {
+		r.pending[d] = make([]resource.Quantity, len(f.vec))
+		r.pendingF[d] = make([]float64, len(f.vec))
 	}
-	for name, v := range consumed {
-		cur := m[name]
+	p, pf := r.pending[d], r.pendingF[d]
+	for i := range f.vec {
 		if sign > 0 {
-			cur.Add(v)
+			p[i].Add(f.vec[i])
+			pf[i] += f.vecF[i]
 		} else {
-			cur.Sub(v)
+			p[i].Sub(f.vec[i])
+			pf[i] -= f.vecF[i]
 		}
-		m[name] = cur
 	}
 }
 
-// pendingOf is what this run's shares consume of device d, nil if none.
-func (r *run) pendingOf(d int) map[resourceapi.QualifiedName]resource.Quantity {
+// pendingOf is what this run's shares consume of device d, in capNames
+// order, nil if none.
+func (r *run) pendingOf(d int) []resource.Quantity {
 	if r.shares == nil || r.shares[d] == 0 {
 		return nil
 	}
