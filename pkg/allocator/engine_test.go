@@ -215,6 +215,29 @@ func TestAllocateSemantics(t *testing.T) {
 		{name: "request without exactly or firstAvailable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c", resourceapi.DeviceRequest{Name: "r"})}, noUpstream: true, wantErr: ErrInvalidInput, errHas: []string{"default/c", "request r", "neither exactly nor firstAvailable"}},
 		{name: "duplicate device names", slices: []*resourceapi.ResourceSlice{dup}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, wantErr: ErrInvalidPool, errHas: []string{"node-a-slice", "gpu-0", "duplicate"}},
 		{name: "unknown counter set", slices: badCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "7g.80gb")}, wantErr: ErrInvalidPool, errHas: []string{"node-a-devices", "gpu-0-mig-1g.10gb-2", "no-such-set"}},
+		{name: "negative capacity", slices: []*resourceapi.ResourceSlice{func() *resourceapi.ResourceSlice {
+			s := sharedNode("node-a", 1)
+			c := s.Spec.Devices[0].Capacity["memory"]
+			c.Value = resource.MustParse("-1Gi")
+			c.RequestPolicy = nil
+			s.Spec.Devices[0].Capacity["memory"] = c
+			return s
+		}()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", sharedClass.Name, 1))}, wantErr: ErrInvalidInput, errHas: []string{"node-a-shared", "gpu-0", "negative"}},
+		{name: "shared GPU: valid values round up", slices: []*resourceapi.ResourceSlice{func() *resourceapi.ResourceSlice {
+			s := sharedNode("node-a", 1)
+			c := s.Spec.Devices[0].Capacity["memory"]
+			c.RequestPolicy = &resourceapi.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("10Gi")), ValidValues: []resource.Quantity{resource.MustParse("10Gi"), resource.MustParse("20Gi"), resource.MustParse("40Gi")}}
+			s.Spec.Devices[0].Capacity["memory"] = c
+			return s
+		}()}, claims: []*resourceapi.ResourceClaim{sharedClaim("a", "15Gi"), sharedClaim("b", "30Gi")}, want: []string{"gpu-0", "gpu-0"},
+			check: func(t *testing.T, res []resourceapi.AllocationResult) {
+				for i, want := range []string{"20Gi", "40Gi"} {
+					got := res[i].Devices.Results[0].ConsumedCapacity["memory"]
+					if got.Cmp(resource.MustParse(want)) != 0 {
+						t.Errorf("claim %d consumed %s, want %s", i, got.String(), want)
+					}
+				}
+			}},
 		{name: "negative counter", slices: negCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "1g.10gb")}, wantErr: ErrInvalidPool, errHas: []string{"node-a-counters", "compute", "negative"}},
 	}
 	for _, tc := range tests {

@@ -149,7 +149,7 @@ func (r *run) prepareReq(q *req) error {
 				d := r.view.devices[dev]
 				fits, err := newCapFit(q.capacity, d, r.f.FractionalCapacityRange).fits(d, nil, nil)
 				if err != nil {
-					return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), q.subOrBase(), d.api.Name, err)
+					return fmt.Errorf("claim %s, request %s: checking capacity of ResourceSlice %s, device %s: %w", klog.KObj(claim), q.subOrBase(), d.slice.Name, d.api.Name, err)
 				}
 				if !fits {
 					continue
@@ -286,7 +286,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 			fits, err := r.capacityFits(q, d)
 			if err != nil {
 				if !r.found {
-					return false, fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(plan.claim), q.subOrBase(), r.view.devices[d].id, err)
+					return false, fmt.Errorf("claim %s, request %s: checking capacity of ResourceSlice %s, device %s: %w", klog.KObj(plan.claim), q.subOrBase(), r.view.devices[d].slice.Name, r.view.devices[d].api.Name, err)
 				}
 				continue
 			}
@@ -528,7 +528,7 @@ func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 		if err != nil || !fits {
 			r.undo(t)
 			if err != nil {
-				return false, t, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(r.s.plans[q.claim].claim), q.subOrBase(), dv.id, err)
+				return false, t, fmt.Errorf("claim %s, request %s: rechecking capacity of ResourceSlice %s, device %s: %w", klog.KObj(r.s.plans[q.claim].claim), q.subOrBase(), dv.slice.Name, dv.api.Name, err)
 			}
 			return false, t, nil
 		}
