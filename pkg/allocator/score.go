@@ -288,3 +288,25 @@ func (r *run) freeShare(i, d int, withRun bool) float64 {
 	}
 	return math.Max(0, 1-used)
 }
+
+// TopologyScore rates a node for the allocation's link quality, higher is
+// better: each step of worst link class costs 12, damage to intact free
+// NVLink groups up to about 27.
+func (q Quality) TopologyScore() float64 {
+	s := 100.0
+	if q.MultiDevice {
+		s -= 12 * float64(q.WorstLink-topology.LinkSameGPU)
+	}
+	return s - 20*math.Max(0, q.IntactnessBefore-q.Intactness)
+}
+
+// MIGScore rates a node for how many large partitions stay placeable.
+func (q Quality) MIGScore() float64 {
+	return 100 - 25*math.Max(0, q.MIGPlaceableBefore-q.MIGPlaceable)
+}
+
+// PackingScore rates a node for the growth of shared-GPU fragmentation;
+// an allocation that reduces fragmentation scores above 100.
+func (q Quality) PackingScore() float64 {
+	return 100 - 50*(q.Fragmentation-q.FragmentationBefore)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -648,12 +649,62 @@ func taintBlocks(d *resourceapi.Device, tolerations []resourceapi.DeviceTolerati
 	return false
 }
 
-// reason summarises why nothing fit, for the scheduler's message.
+// reason says why nothing fit, per request: how many devices the node
+// has that match, and how many of those are free, so that a user can tell
+// "no such device here" from "all in use" from "constraints".
 func (r *run) reason() string {
+	var parts []string
 	for _, p := range r.view.pools {
 		if p.incomplete {
-			return fmt.Sprintf("cannot allocate all claims (resource pool %s is being updated)", p)
+			parts = append(parts, fmt.Sprintf("resource pool %s is being updated", p))
 		}
 	}
-	return "cannot allocate all claims"
+	for ci := range r.s.plans {
+		plan := &r.s.plans[ci]
+		for _, g := range plan.groups {
+			for _, q := range g.alts {
+				match, free := 0, 0
+				for d := range r.view.devices {
+					ok, err := r.selectable(q, d)
+					if err != nil || !ok {
+						continue
+					}
+					match++
+					if r.freeFor(q, d) {
+						free++
+					}
+				}
+				need := fmt.Sprint(r.num[q.idx])
+				if q.all {
+					need = "all"
+				}
+				parts = append(parts, fmt.Sprintf("claim %s, request %s: needs %s, %d match, %d free", klog.KObj(plan.claim), q.name, need, match, free))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "cannot allocate all claims"
+	}
+	return "cannot allocate all claims (" + strings.Join(parts, "; ") + ")"
+}
+
+// freeFor reports whether q alone could take device d now: not in use,
+// counters and capacity available, taints tolerated.
+func (r *run) freeFor(q *req, d int) bool {
+	dv := r.view.devices[d]
+	if !q.admin && r.ledgerExclusive(d) {
+		return false
+	}
+	if len(dv.api.ConsumesCounters) > 0 {
+		pi, li := r.view.locate(d)
+		if !r.f.PartitionableDevices || !r.fitsCounters(pi, r.view.pools[pi].usesOf(li), false) {
+			return false
+		}
+	}
+	if r.f.ConsumableCapacity {
+		if ok, err := r.capFitOf(q, d).fits(dv, r.s.state.AggregatedCapacity[dv.id], nil); err != nil || !ok {
+			return false
+		}
+	}
+	return !(r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate))
 }

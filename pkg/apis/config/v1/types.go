@@ -1,0 +1,50 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// GroupVersion of the arguments.
+const (
+	Group   = "gputopo.io"
+	Version = "v1"
+	Kind    = "GPUTopologyArgs"
+)
+
+// GPUTopologyArgs is the versioned form of config.GPUTopologyArgs.
+type GPUTopologyArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Topology: NVLink locality of multi-GPU claims and intact free
+	// NVLink groups. Default: enabled, weight 1.
+	Topology *PolicyPart `json:"topology,omitempty"`
+	// MIG: keep large partitions placeable. Default: enabled, weight 1.
+	MIG *PolicyPart `json:"mig,omitempty"`
+	// Packing: place GPU shares against fragmentation. Default: enabled,
+	// weight 1.
+	Packing *PolicyPart `json:"packing,omitempty"`
+	// Workload: the expected mix of requests Packing measures against.
+	// Default: a summary of the openb production trace.
+	Workload []TaskClass `json:"workload,omitempty"`
+	// SearchBudget: extra search steps per node after the first feasible
+	// allocation. Default 20000; 0 returns the first allocation found.
+	SearchBudget *int32 `json:"searchBudget,omitempty"`
+	// FilterTimeout: limit for one node's allocation. Default 10s; 0 means
+	// no limit.
+	FilterTimeout *metav1.Duration `json:"filterTimeout,omitempty"`
+	// BindingTimeout: how long PreBind waits for device binding
+	// conditions. Default 10m.
+	BindingTimeout *metav1.Duration `json:"bindingTimeout,omitempty"`
+}
+
+// PolicyPart switches one criterion on or off and weighs it.
+type PolicyPart struct {
+	Enabled *bool    `json:"enabled,omitempty"`
+	Weight  *float64 `json:"weight,omitempty"`
+}
+
+// TaskClass is one kind of request: GPUs whole GPUs, or a Share (0, 1] of
+// one GPU, with its relative frequency Weight.
+type TaskClass struct {
+	GPUs   int32   `json:"gpus"`
+	Share  float64 `json:"share"`
+	Weight float64 `json:"weight"`
+}

@@ -1,0 +1,54 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gputopo/gputopo/pkg/apis/config"
+	v1 "github.com/gputopo/gputopo/pkg/apis/config/v1"
+)
+
+func TestValidateGPUTopologyArgs(t *testing.T) {
+	valid, err := v1.Decode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateGPUTopologyArgs(field.NewPath("args"), valid); err != nil {
+		t.Fatalf("defaults are invalid: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(a *config.GPUTopologyArgs)
+		want   []string
+	}{
+		{"negative weight", func(a *config.GPUTopologyArgs) { a.MIG.Weight = -1 }, []string{"args.mig.weight"}},
+		{"bad workload", func(a *config.GPUTopologyArgs) {
+			a.Workload = []config.TaskClass{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}}
+		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight"}},
+		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
+		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
+			a.SearchBudget = -1
+			a.FilterTimeout = metav1.Duration{Duration: -1}
+			a.BindingTimeout = metav1.Duration{}
+		}, []string{"args.searchBudget", "args.filterTimeout", "args.bindingTimeout"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := *valid
+			a.Workload = append([]config.TaskClass(nil), valid.Workload...)
+			tc.mutate(&a)
+			err := ValidateGPUTopologyArgs(field.NewPath("args"), &a)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package nvlinktopo
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// podClaims returns the pod's claims from the shared claim tracker (which
+// includes the scheduler's own not yet observed updates). An error means
+// the pod cannot be scheduled yet: a claim from a template not created,
+// a claim being deleted, a claim owned by another pod.
+func (pl *GPUTopology) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, error) {
+	claims := make([]*resourceapi.ResourceClaim, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		name, mustCheckOwner, err := resourceclaim.Name(pod, pc)
+		if err != nil {
+			return nil, err
+		}
+		if name == nil {
+			// Template says no claim needed.
+			continue
+		}
+		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil {
+			return nil, fmt.Errorf("pod.spec.resourceClaims[%s]: resourceclaim %s/%s: %w", pc.Name, pod.Namespace, *name, err)
+		}
+		if claim.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("resourceclaim %s/%s is being deleted", claim.Namespace, claim.Name)
+		}
+		if mustCheckOwner {
+			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				return nil, err
+			}
+		}
+		claims = append(claims, claim)
+	}
+	return claims, nil
+}
+
+// PreEnqueue keeps pods out of the active queue while a claim they need
+// does not exist yet.
+func (pl *GPUTopology) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	if _, err := pl.podClaims(pod); err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	return nil
+}
+
+// EventsToRegister: pods wait for claims, slices, classes and nodes.
+func (pl *GPUTopology) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// Node labels can make network-attached devices available.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
+		// Allocations live in claims: a freed claim frees devices, a
+		// created claim unblocks its pod.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimChange},
+		// The resourceclaim controller records generated claim names in
+		// the pod's status.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.isSchedulableAfterPodUpdate},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}},
+		// New devices, or taints removed.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+// isSchedulableAfterClaimChange: a deallocated or deleted allocated claim
+// frees devices for everyone; other changes matter only to pods that use
+// the claim.
+func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	if newObj == nil {
+		if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+			return fwk.Queue, nil
+		}
+		old, ok := oldObj.(*resourceapi.ResourceClaim)
+		if !ok {
+			return fwk.Queue, fmt.Errorf("unexpected object %T", oldObj)
+		}
+		if old.Status.Allocation == nil {
+			return fwk.QueueSkip, nil
+		}
+		return fwk.Queue, nil
+	}
+	modified, ok := newObj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T", newObj)
+	}
+	var original *resourceapi.ResourceClaim
+	if oldObj != nil {
+		if original, ok = oldObj.(*resourceapi.ResourceClaim); !ok {
+			return fwk.Queue, fmt.Errorf("unexpected object %T", oldObj)
+		}
+	}
+	if original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil {
+		logger.V(6).Info("Claim deallocated", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+		return fwk.Queue, nil
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return fwk.QueueSkip, nil
+	}
+	uses := false
+	for _, c := range claims {
+		uses = uses || c.UID == modified.UID
+	}
+	switch {
+	case !uses:
+		return fwk.QueueSkip, nil
+	case original == nil:
+		return fwk.Queue, nil
+	case apiequality.Semantic.DeepEqual(&original.Status, &modified.Status):
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+func (pl *GPUTopology) isSchedulableAfterPodUpdate(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	modified, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T", newObj)
+	}
+	if _, err := pl.podClaims(modified); err != nil {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

@@ -1,0 +1,206 @@
+package nvlinktopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+)
+
+// PreFilter reads the pod's claims, checks what no node can fix, and
+// builds the engine session that Filter runs on every node.
+func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if len(claims) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	s := &stateData{
+		claims:      claims,
+		availableOn: make([]*nodeaffinity.NodeSelector, len(claims)),
+		results:     make(map[string]*allocator.Result),
+	}
+	cs.Write(stateKey, s)
+
+	var toAllocate []*resourceapi.ResourceClaim
+	for i, claim := range claims {
+		if claim.Status.Allocation != nil {
+			if !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, false) {
+				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s is in use by %d other consumers, the maximum", klog.KObj(claim), len(claim.Status.ReservedFor)))
+			}
+			if ns := claim.Status.Allocation.NodeSelector; ns != nil {
+				sel, err := nodeaffinity.NewNodeSelector(ns)
+				if err != nil {
+					return nil, fwk.AsStatus(fmt.Errorf("resourceclaim %s: status.allocation.nodeSelector: %w", klog.KObj(claim), err))
+				}
+				s.availableOn[i] = sel
+			}
+			continue
+		}
+		if pl.draManager.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("resourceclaim %s is being allocated for another pod", klog.KObj(claim)))
+		}
+		if status := pl.checkClasses(claim); status != nil {
+			return nil, status
+		}
+		s.toAllocate = append(s.toAllocate, i)
+		toAllocate = append(toAllocate, claim)
+	}
+	if len(toAllocate) == 0 {
+		return nil, nil
+	}
+	state, err := pl.allocatedState(ctx)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	inv, err := pl.inventory()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	s.session = pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, toAllocate)
+	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
+	return nil, nil
+}
+
+// checkClasses rejects claims whose device classes do not exist, with a
+// message naming claim, request and class; a class created later requeues
+// the pod.
+func (pl *GPUTopology) checkClasses(claim *resourceapi.ResourceClaim) *fwk.Status {
+	check := func(request, class string) *fwk.Status {
+		if _, err := pl.draManager.DeviceClasses().Get(class); err != nil {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s, request %s: device class %s does not exist", klog.KObj(claim), request, class))
+		}
+		return nil
+	}
+	for _, r := range claim.Spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			if st := check(r.Name, r.Exactly.DeviceClassName); st != nil {
+				return st
+			}
+		case len(r.FirstAvailable) > 0:
+			for _, sub := range r.FirstAvailable {
+				if st := check(r.Name+"/"+sub.Name, sub.DeviceClassName); st != nil {
+					return st
+				}
+			}
+		default:
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s, request %s: unknown request type", klog.KObj(claim), r.Name))
+		}
+	}
+	return nil
+}
+
+// PreFilterExtensions: none.
+func (pl *GPUTopology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter allocates the pod's claims on one node and remembers the result.
+func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	logger := klog.FromContext(ctx)
+	for i, sel := range s.availableOn {
+		if sel != nil && !sel.Match(node) {
+			s.mu.Lock()
+			if s.unavailable == nil {
+				s.unavailable = make(map[int]bool)
+			}
+			s.unavailable[i] = true
+			s.mu.Unlock()
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s is allocated on other nodes", klog.KObj(s.claims[i])))
+		}
+	}
+	if s.session == nil {
+		return nil
+	}
+	actx := ctx
+	if d := pl.args.FilterTimeout.Duration; d > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err := s.session.Allocate(actx, node)
+	observeAllocation(start, err)
+	switch {
+	case err == nil:
+	case allocator.IsNodeLevel(err):
+		return fwk.NewStatus(fwk.Unschedulable, trimSentinel(err))
+	case errors.Is(err, context.DeadlineExceeded):
+		return fwk.AsStatus(fmt.Errorf("node %s: timed out after %s allocating devices", node.Name, pl.args.FilterTimeout.Duration))
+	case ctx.Err() != nil:
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("stopped allocating devices: %v", context.Cause(ctx)))
+	default:
+		logger.V(3).Info("Claims cannot be allocated", "pod", klog.KObj(pod), "node", klog.KObj(node), "err", err)
+		return fwk.AsStatus(err)
+	}
+	s.mu.Lock()
+	s.results[node.Name] = res
+	s.mu.Unlock()
+	return nil
+}
+
+// trimSentinel drops the "unsatisfiable: " prefix from the engine's error
+// for a message a user reads.
+func trimSentinel(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{allocator.ErrUnsatisfiable, allocator.ErrInvalidPool} {
+		if p := sentinel.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
+			if sentinel == allocator.ErrInvalidPool {
+				return msg
+			}
+			return msg[len(p):]
+		}
+	}
+	return msg
+}
+
+// PostFilter: when a claim is allocated on nodes where the pod cannot
+// run and no other pod uses it, drop the allocation so that the next
+// attempt can allocate it elsewhere (upstream does the same).
+func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s, err := getState(cs)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	s.mu.Lock()
+	unavailable := make([]int, 0, len(s.unavailable))
+	for i := range s.unavailable {
+		unavailable = append(unavailable, i)
+	}
+	s.mu.Unlock()
+	for _, i := range unavailable {
+		claim := s.claims[i]
+		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
+			claim = claim.DeepCopy()
+			claim.Status.ReservedFor = nil
+			claim.Status.Allocation = nil
+			claim.Status.Devices = nil
+			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+			if _, err := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+				return nil, fwk.AsStatus(fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err))
+			}
+			return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}

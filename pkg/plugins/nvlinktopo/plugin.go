@@ -1,0 +1,169 @@
+// Package nvlinktopo is gputopo's main scheduler plugin. It allocates a
+// pod's ResourceClaims with the gputopo engine (upstream's semantics, the
+// best devices instead of the first), on the scheduler's shared DRA state:
+// claims, in-flight allocations, slices and classes come from
+// fwk.Handle.SharedDRAManager(), so that the in-tree DynamicResources
+// plugin of another profile in the same binary and this one never hand out
+// the same device.
+//
+// The profile that enables it must disable DynamicResources: this plugin
+// owns every claim of the pods it schedules. Its Score prefers nodes that
+// offer the best NVLink locality; the partitionable and consumable
+// plugins score MIG placeability and shared-GPU fragmentation from the same
+// per-node results.
+package nvlinktopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/apis/config"
+	v1 "github.com/gputopo/gputopo/pkg/apis/config/v1"
+	"github.com/gputopo/gputopo/pkg/apis/config/validation"
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// Name of the plugin in a KubeSchedulerConfiguration.
+const Name = "GPUTopology"
+
+// GPUTopology allocates DRA claims topology-aware.
+type GPUTopology struct {
+	args       *config.GPUTopologyArgs
+	engine     *allocator.Engine
+	features   allocator.Features
+	fh         fwk.Handle
+	clientset  kubernetes.Interface
+	draManager fwk.SharedDRAManager
+
+	invMu sync.Mutex
+	inv   *allocator.Inventory
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &GPUTopology{}
+	_ fwk.PreFilterPlugin   = &GPUTopology{}
+	_ fwk.FilterPlugin      = &GPUTopology{}
+	_ fwk.PostFilterPlugin  = &GPUTopology{}
+	_ fwk.ScorePlugin       = &GPUTopology{}
+	_ fwk.ReservePlugin     = &GPUTopology{}
+	_ fwk.PreBindPlugin     = &GPUTopology{}
+	_ fwk.EnqueueExtensions = &GPUTopology{}
+)
+
+// New builds the plugin from its arguments. Invalid arguments are an error
+// naming the field, which stops the scheduler at start.
+func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+	args, err := v1.Decode(obj)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
+	if err := validation.ValidateGPUTopologyArgs(field.NewPath("pluginConfig", Name, "args"), args); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
+	if fh.SharedDRAManager() == nil {
+		return nil, fmt.Errorf("plugin %s: the scheduler has no DRA manager: enable the DynamicResourceAllocation feature gate", Name)
+	}
+	features := allocator.DefaultFeatures()
+	engine, err := allocator.New(allocator.Options{
+		Features: features,
+		Policy:   policyFrom(args),
+		CELCache: cel.NewCache(1024, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
+	registerMetrics()
+	klog.FromContext(ctx).V(2).Info("GPUTopology plugin ready", "profile", fh.ProfileName(), "policy", klog.Format(args))
+	return &GPUTopology{
+		args: args, engine: engine, features: features, fh: fh,
+		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(),
+	}, nil
+}
+
+func policyFrom(a *config.GPUTopologyArgs) allocator.Policy {
+	p := allocator.Policy{
+		Topology:     allocator.PolicyPart{Enabled: a.Topology.Enabled, Weight: a.Topology.Weight},
+		MIG:          allocator.PolicyPart{Enabled: a.MIG.Enabled, Weight: a.MIG.Weight},
+		Packing:      allocator.PolicyPart{Enabled: a.Packing.Enabled, Weight: a.Packing.Weight},
+		SearchBudget: int(a.SearchBudget),
+	}
+	for _, c := range a.Workload {
+		p.Workload = append(p.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight})
+	}
+	return p
+}
+
+// Name returns the plugin's name.
+func (pl *GPUTopology) Name() string { return Name }
+
+// inventory returns an Inventory for the current slices, reusing the last
+// one when no slice changed and carrying cached selector results over
+// when some did.
+func (pl *GPUTopology) inventory() (*allocator.Inventory, error) {
+	slices, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	pl.invMu.Lock()
+	defer pl.invMu.Unlock()
+	switch {
+	case pl.inv == nil:
+		pl.inv = allocator.NewInventory(slices, pl.features)
+	case !sameSlices(pl.inv.Slices(), slices):
+		pl.inv = pl.inv.Refresh(slices)
+	}
+	return pl.inv, nil
+}
+
+// sameSlices: informer objects are replaced on change, so the same set of
+// pointers means nothing changed.
+func sameSlices[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[T]struct{}, len(a))
+	for _, x := range a {
+		seen[x] = struct{}{}
+	}
+	for _, x := range b {
+		if _, ok := seen[x]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// allocatedState reads the ledger (allocated claims plus in-flight
+// allocations), retrying while the claim tracker reports a concurrent
+// change.
+func (pl *GPUTopology) allocatedState(ctx context.Context) (*allocator.AllocatedState, error) {
+	var lastErr error
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		s, err := pl.draManager.ResourceClaims().GatherAllocatedState()
+		if err == nil && s != nil {
+			return s, nil
+		}
+		if err == nil {
+			err = errors.New("nil allocated state")
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("gather allocation state: %w", lastErr)
+}

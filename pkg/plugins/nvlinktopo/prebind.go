@@ -1,0 +1,234 @@
+package nvlinktopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+)
+
+// PreBindPreFlight: PreBind runs only for pods with claims.
+func (pl *GPUTopology) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
+	if _, err := getState(cs); err != nil {
+		return result, fwk.NewStatus(fwk.Skip)
+	}
+	return result, nil
+}
+
+// PreBind writes allocations (with the delete-protection finalizer) and
+// the pod's reservation into the claims, as upstream does, waits for
+// device binding conditions, and tells the user which devices were chosen
+// and why.
+func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	res := s.result(nodeName)
+	allocationOf := make(map[int]*resourceapi.AllocationResult, len(s.toAllocate))
+	if res != nil {
+		for k, i := range s.toAllocate {
+			allocationOf[i] = &res.Allocations[k]
+		}
+	}
+	var written []*resourceapi.ResourceClaim
+	for i, claim := range s.claims {
+		if resourceclaim.IsReservedForPod(pod, claim, false) {
+			continue
+		}
+		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i])
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		s.claims[i] = updated
+		written = append(written, updated)
+	}
+	// Written: the informer now carries the allocation; no longer in flight.
+	for _, claim := range written {
+		pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, true)
+	}
+	if err := pl.waitForBindingConditions(ctx, pod, s); err != nil {
+		return fwk.AsStatus(err)
+	}
+	if res != nil {
+		pl.explain(ctx, pod, nodeName, s, res)
+	}
+	return nil
+}
+
+func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult) (*resourceapi.ResourceClaim, error) {
+	logger := klog.FromContext(ctx)
+	binding, err := resourceclaim.BindTo(pod, nil, podClaimFor(pod, claim))
+	if err != nil {
+		return nil, err
+	}
+	claims := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
+	refresh := false
+	claim = claim.DeepCopy()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if refresh {
+			latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get resourceclaim %s after conflict: %w", klog.KObj(claim), err)
+			}
+			claim = latest
+		}
+		refresh = true
+		if claim.DeletionTimestamp != nil {
+			return fmt.Errorf("resourceclaim %s got deleted in the meantime", klog.KObj(claim))
+		}
+		if allocation != nil {
+			if claim.Status.Allocation != nil {
+				return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
+			}
+			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+				claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
+				if err != nil {
+					return fmt.Errorf("add finalizer to resourceclaim %s: %w", klog.KObj(claim), err)
+				}
+				claim = updated
+			}
+			claim.Status.Allocation = allocation
+			if claim.Status.Allocation.AllocationTimestamp == nil {
+				claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+			}
+		}
+		claim.Status.ReservedFor = append(claim.Status.ReservedFor, binding)
+		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("write allocation and reservation of resourceclaim %s: %w", klog.KObj(claim), err)
+		}
+		claim = updated
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.draManager.ResourceClaims().AssumeClaimAfterAPICall(claim); err != nil {
+		logger.V(5).Info("Claim not stored in assume cache", "claim", klog.KObj(claim), "err", err)
+	}
+	logger.V(5).Info("Claim allocated and reserved", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	return claim, nil
+}
+
+// podClaimFor finds the pod's entry that names the claim.
+func podClaimFor(pod *v1.Pod, claim *resourceapi.ResourceClaim) *v1.PodResourceClaim {
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if name, _, err := resourceclaim.Name(pod, pc); err == nil && name != nil && *name == claim.Name {
+			return pc
+		}
+	}
+	return &v1.PodResourceClaim{Name: claim.Name, ResourceClaimName: &claim.Name}
+}
+
+// errBindingFailed: a device reported one of its binding failure
+// conditions.
+var errBindingFailed = errors.New("device binding failed")
+
+// waitForBindingConditions waits until every allocated device with
+// binding conditions reports them all true in the claim's status.
+func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod, s *stateData) error {
+	pending := func() (bool, error) {
+		for _, c := range s.claims {
+			claim, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name)
+			if err != nil {
+				return false, err
+			}
+			if claim.Status.Allocation == nil {
+				return false, fmt.Errorf("resourceclaim %s got deallocated while waiting for binding conditions", klog.KObj(claim))
+			}
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				if len(r.BindingConditions) == 0 {
+					continue
+				}
+				conds := deviceConditions(claim, &r)
+				for _, f := range r.BindingFailureConditions {
+					if apimeta.IsStatusConditionTrue(conds, f) {
+						return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
+					}
+				}
+				for _, b := range r.BindingConditions {
+					if !apimeta.IsStatusConditionTrue(conds, b) {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	}
+	waiting, err := pending()
+	if err != nil || !waiting {
+		return err
+	}
+	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for device binding conditions")
+	err = wait.PollUntilContextTimeout(ctx, time.Second, pl.args.BindingTimeout.Duration, false, func(context.Context) (bool, error) {
+		waiting, err := pending()
+		return !waiting, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for device binding conditions: %w", err)
+	}
+	return nil
+}
+
+func deviceConditions(claim *resourceapi.ResourceClaim, r *resourceapi.DeviceRequestAllocationResult) []metav1.Condition {
+	for _, d := range claim.Status.Devices {
+		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device && (r.ShareID == nil || d.ShareID != nil && *d.ShareID == string(*r.ShareID)) {
+			return d.Conditions
+		}
+	}
+	return nil
+}
+
+// explain records an event on the pod naming the devices and why they
+// were chosen, and counts the choice in the metrics.
+func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData, res *allocator.Result) {
+	var devices []string
+	for k, i := range s.toAllocate {
+		var names []string
+		for _, r := range res.Allocations[k].Devices.Results {
+			names = append(names, r.Device)
+		}
+		devices = append(devices, fmt.Sprintf("%s=[%s]", s.claims[i].Name, strings.Join(names, ",")))
+	}
+	msg := fmt.Sprintf("allocated %s on node %s: %s", strings.Join(devices, " "), nodeName, why(res.Quality))
+	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "DevicesAllocated", "Scheduling", msg)
+	observeChoice(res.Quality)
+	klog.FromContext(ctx).V(3).Info("Devices allocated", "pod", klog.KObj(pod), "node", nodeName, "devices", devices, "quality", res.Quality)
+}
+
+// why words the quality for people.
+func why(q allocator.Quality) string {
+	var parts []string
+	if q.MultiDevice {
+		parts = append(parts, "link class "+q.WorstLink.String())
+	}
+	if q.IntactnessBefore > 0 {
+		parts = append(parts, fmt.Sprintf("free NVLink groups intactness %.2f->%.2f", q.IntactnessBefore, q.Intactness))
+	}
+	if q.MIGPlaceableBefore > 0 {
+		parts = append(parts, fmt.Sprintf("MIG placeability %.2f->%.2f", q.MIGPlaceableBefore, q.MIGPlaceable))
+	}
+	if q.FragmentationBefore > 0 || q.Fragmentation > 0 {
+		parts = append(parts, fmt.Sprintf("shared-GPU fragmentation %.3f->%.3f", q.FragmentationBefore, q.Fragmentation))
+	}
+	parts = append(parts, fmt.Sprintf("best of %d feasible allocations", q.Explored))
+	return strings.Join(parts, ", ")
+}

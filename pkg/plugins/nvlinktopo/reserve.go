@@ -1,0 +1,66 @@
+package nvlinktopo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Reserve records the allocation chosen for the node as in flight in the
+// shared claim tracker, so that no other pod (of this or another profile)
+// gets the same devices before PreBind writes it.
+func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if s.session == nil {
+		return nil
+	}
+	res := s.result(nodeName)
+	if res == nil || len(res.Allocations) != len(s.toAllocate) {
+		return fwk.AsStatus(fmt.Errorf("internal error: no allocation for pod %s on node %s", klog.KObj(pod), nodeName))
+	}
+	logger := klog.FromContext(ctx)
+	for k, i := range s.toAllocate {
+		claim := s.claims[i].DeepCopy()
+		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		}
+		claim.Status.Allocation = &res.Allocations[k]
+		if err := pl.draManager.ResourceClaims().SignalClaimPendingAllocation(claim.UID, claim); err != nil {
+			return fwk.AsStatus(fmt.Errorf("reserve resourceclaim %s: %w", klog.KObj(claim), err))
+		}
+		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "node", nodeName, "allocation", klog.Format(claim.Status.Allocation))
+	}
+	return nil
+}
+
+// Unreserve drops in-flight allocations and this pod's reservations.
+func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	s, err := getState(cs)
+	if err != nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	for _, claim := range s.claims {
+		if pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, false) {
+			pl.draManager.ResourceClaims().AssumedClaimRestore(claim.Namespace, claim.Name)
+			logger.V(5).Info("Released in-flight allocation", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+		}
+		if claim.Status.Allocation != nil && resourceclaim.IsReservedForPod(pod, claim, false) {
+			patch := fmt.Sprintf(`{"metadata": {"uid": %q}, "status": {"reservedFor": [{"$patch": "delete", "uid": %q}]}}`, claim.UID, pod.UID)
+			if _, err := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				logger.Error(err, "Removing the pod's reservation failed", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+			}
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package nvlinktopo
+
+import (
+	"fmt"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+)
+
+// stateKey is where the plugin keeps its per-cycle state.
+const stateKey fwk.StateKey = Name
+
+// stateData is one scheduling cycle of one pod.
+type stateData struct {
+	// claims of the pod, in pod.spec.resourceClaims order.
+	claims []*resourceapi.ResourceClaim
+	// toAllocate indexes claims that need an allocation.
+	toAllocate []int
+	// availableOn is, per claim, the node selector of an existing
+	// allocation (nil when not allocated or usable anywhere).
+	availableOn []*nodeaffinity.NodeSelector
+	// session is the engine's allocation problem for this pod, nil when
+	// every claim is already allocated.
+	session *allocator.Session
+
+	mu sync.Mutex
+	// results per node name, written by Filter, read by Score, Reserve.
+	results map[string]*allocator.Result
+	// unavailable claims (already allocated elsewhere), for PostFilter.
+	unavailable map[int]bool
+}
+
+// Clone shares the state: it is only written in PreFilter and under mu.
+func (d *stateData) Clone() fwk.StateData { return d }
+
+func getState(cs fwk.CycleState) (*stateData, error) {
+	v, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("read %s state: %w", Name, err)
+	}
+	s, ok := v.(*stateData)
+	if !ok {
+		return nil, fmt.Errorf("%s state has type %T, want *stateData", Name, v)
+	}
+	return s, nil
+}
+
+func (d *stateData) result(node string) *allocator.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.results[node]
+}
+
+// NodeQuality returns the quality of the allocation Filter chose for the
+// pod on node, for the other gputopo score plugins. ok is false when the
+// pod needed no allocation or the node was not feasible.
+func NodeQuality(cs fwk.CycleState, node string) (allocator.Quality, bool) {
+	s, err := getState(cs)
+	if err != nil || s.session == nil {
+		return allocator.Quality{}, false
+	}
+	r := s.result(node)
+	if r == nil {
+		return allocator.Quality{}, false
+	}
+	return r.Quality, true
+}
