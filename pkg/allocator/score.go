@@ -27,6 +27,9 @@ type Quality struct {
 	Fragmentation, FragmentationBefore float64
 	// Explored counts the complete solutions compared.
 	Explored int
+	// Fallbacks sums, over firstAvailable requests, the index of the
+	// alternative chosen: 0 when every request got its first choice.
+	Fallbacks int
 }
 
 func (q Quality) String() string {
@@ -291,9 +294,11 @@ func (r *run) freeShare(i, d int, withRun bool) float64 {
 
 // TopologyScore rates a node for the allocation's link quality, higher is
 // better: each step of worst link class costs 12, damage to intact free
-// NVLink groups up to about 27.
+// NVLink groups up to about 27. A node that can only offer a less
+// preferred firstAvailable alternative loses 1000 per step, so that nodes
+// honoring the user's first choice always win (as upstream scores them).
 func (q Quality) TopologyScore() float64 {
-	s := 100.0
+	s := 100.0 - 1000*float64(q.Fallbacks)
 	if q.MultiDevice {
 		s -= 12 * float64(q.WorstLink-topology.LinkSameGPU)
 	}

@@ -184,6 +184,13 @@ func (r *run) solve() (*Result, error) {
 	}
 	q := r.best.quality
 	q.Explored = r.explored
+	for c := range r.s.plans {
+		for g, grp := range r.s.plans[c].groups {
+			if grp.hasSub {
+				q.Fallbacks += r.best.subs[c][g]
+			}
+		}
+	}
 	return &Result{Allocations: allocs, Quality: q}, nil
 }
 
@@ -664,21 +671,34 @@ func (r *run) reason() string {
 		for _, g := range plan.groups {
 			for _, q := range g.alts {
 				match, free := 0, 0
+				busy := map[string]int{}
 				for d := range r.view.devices {
 					ok, err := r.selectable(q, d)
 					if err != nil || !ok {
 						continue
 					}
 					match++
-					if r.freeFor(q, d) {
-						free++
+					if why := r.busyFor(q, d); why != "" {
+						busy[why]++
+						continue
 					}
+					free++
 				}
 				need := fmt.Sprint(r.num[q.idx])
 				if q.all {
 					need = "all"
 				}
-				parts = append(parts, fmt.Sprintf("claim %s, request %s: needs %s, %d match, %d free", klog.KObj(plan.claim), q.name, need, match, free))
+				msg := fmt.Sprintf("claim %s, request %s: needs %s, %d match, %d free", klog.KObj(plan.claim), q.name, need, match, free)
+				if len(busy) > 0 {
+					var causes []string
+					for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "tainted"} {
+						if n := busy[why]; n > 0 {
+							causes = append(causes, fmt.Sprintf("%d %s", n, why))
+						}
+					}
+					msg += " (" + strings.Join(causes, ", ") + ")"
+				}
+				parts = append(parts, msg)
 			}
 		}
 	}
@@ -688,23 +708,26 @@ func (r *run) reason() string {
 	return "cannot allocate all claims (" + strings.Join(parts, "; ") + ")"
 }
 
-// freeFor reports whether q alone could take device d now: not in use,
-// counters and capacity available, taints tolerated.
-func (r *run) freeFor(q *req, d int) bool {
+// busyFor says why q alone could not take device d now, or "" if it
+// could: in use, counters or capacity exhausted, tainted.
+func (r *run) busyFor(q *req, d int) string {
 	dv := r.view.devices[d]
 	if !q.admin && r.ledgerExclusive(d) {
-		return false
+		return "in use"
 	}
 	if len(dv.api.ConsumesCounters) > 0 {
 		pi, li := r.view.locate(d)
 		if !r.f.PartitionableDevices || !r.fitsCounters(pi, r.view.pools[pi].usesOf(li), false) {
-			return false
+			return "shared counters exhausted"
 		}
 	}
 	if r.f.ConsumableCapacity {
 		if ok, err := r.capFitOf(q, d).fits(dv, r.s.state.AggregatedCapacity[dv.id], nil); err != nil || !ok {
-			return false
+			return "capacity exhausted"
 		}
 	}
-	return !(r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate))
+	if r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate) {
+		return "tainted"
+	}
+	return ""
 }
