@@ -2,12 +2,23 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short vet fmt-check fuzz bench bench-engine
+.PHONY: test test-short test-integration vet fmt-check fuzz bench bench-engine
 
-## test: everything CI runs (vet, formatting, all tests including the
-## 10,000-case differential test against upstream's allocator).
-test: vet fmt-check
-	$(GO) test -count=1 ./...
+# etcd for the integration tests, built from the module's tool dependency
+# (no download outside the Go module proxy).
+ETCD := bin/etcd
+$(ETCD): go.mod go.sum
+	$(GO) build -o $(ETCD) go.etcd.io/etcd/server/v3
+
+## test: everything CI runs (vet, formatting, unit tests including the
+## 10,000-case differential test against upstream's allocator, and the
+## integration tests against a real kube-apiserver and etcd).
+test: vet fmt-check $(ETCD)
+	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 30m ./...
+
+## test-integration: only the scheduler against a real API server.
+test-integration: $(ETCD)
+	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./test/integration/...
 
 ## test-short: the quick loop while editing the engine.
 test-short:

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
@@ -159,6 +160,9 @@ func (c *cluster) startScheduler() (stop func()) {
 		stopped = true
 		cancel()
 		<-done
+		// app.Run registers the configuration globally; the next
+		// scheduler in this process registers it again.
+		configz.Delete("componentconfig")
 	}
 	t.Cleanup(stop)
 	return stop

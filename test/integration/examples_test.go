@@ -38,6 +38,7 @@ func devicesOf(claim *resourceapi.ResourceClaim) []string {
 func TestManifestsAndArticleExamples(t *testing.T) {
 	c := startCluster(t)
 	applied := c.apply("../../manifests/scheduler", "gputopo-system")
+	applied = append(applied, c.apply("../../manifests/scheduler/deviceclasses", "")...)
 	applied = append(applied, c.apply("../../manifests/examples", "default")...)
 	for _, want := range []string{"namespace/gputopo-system", "clusterrole/gputopo-scheduler", "configmap/gputopo-scheduler-config",
 		"deployment/gputopo-scheduler", "deviceclass/gpu.nvidia.com", "deviceclass/mig.nvidia.com", "deviceclass/shared.gpu.nvidia.com",
