@@ -25,8 +25,10 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedulerserverconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/test/integration/framework"
 	"sigs.k8s.io/yaml"
 
@@ -122,25 +124,31 @@ func schedulerConfig(t *testing.T, kubeconfig string) string {
 	return path
 }
 
+// setupScheduler parses flags and builds the scheduler as cmd/scheduler
+// does, from a configuration file.
+func (c *cluster) setupScheduler(ctx context.Context, configFile string) (*schedulerserverconfig.CompletedConfig, *scheduler.Scheduler, error) {
+	opts := options.NewOptions()
+	fs := pflag.NewFlagSet("gputopo-scheduler", pflag.ContinueOnError)
+	for _, set := range opts.Flags.FlagSets {
+		fs.AddFlagSet(set)
+	}
+	if err := fs.Parse([]string{"--config=" + configFile, "--secure-port=0"}); err != nil {
+		return nil, nil, err
+	}
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, nil, err
+	}
+	return app.Setup(ctx, opts, registry.SchedulerOptions()...)
+}
+
 // startScheduler runs the scheduler through the same Setup and Run as
 // cmd/scheduler, with the ConfigMap's configuration. The returned
 // function stops it and waits until it has stopped.
 func (c *cluster) startScheduler() (stop func()) {
 	t := c.t
 	t.Helper()
-	opts := options.NewOptions()
-	fs := pflag.NewFlagSet("gputopo-scheduler", pflag.ContinueOnError)
-	for _, set := range opts.Flags.FlagSets {
-		fs.AddFlagSet(set)
-	}
-	if err := fs.Parse([]string{"--config=" + schedulerConfig(t, c.kubeconfig), "--secure-port=0"}); err != nil {
-		t.Fatalf("scheduler flags: %v", err)
-	}
-	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
-		t.Fatalf("scheduler flags: %v", err)
-	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	cc, sched, err := app.Setup(ctx, opts, registry.SchedulerOptions()...)
+	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, c.kubeconfig))
 	if err != nil {
 		cancel()
 		t.Fatalf("scheduler setup: %v", err)
