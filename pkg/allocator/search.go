@@ -407,35 +407,26 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 		return false, nil
 	}
 	claim := r.s.plans[q.claim].claim
-	for i, sel := range q.class.Spec.Selectors {
-		if sel.CEL == nil {
-			return false, fmt.Errorf("class %s: selector #%d: CEL expression empty (unsupported selector type?)", q.class.Name, i)
-		}
-		m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
-		if err != nil {
-			var ce errCompile
-			if errors.As(err, &ce) {
-				return false, fmt.Errorf("class %s: selector #%d: %w", q.class.Name, i, err)
+	for _, set := range []struct {
+		owner     string
+		selectors []resourceapi.DeviceSelector
+	}{{"class " + q.class.Name, q.class.Spec.Selectors}, {"claim " + klog.KObj(claim).String(), q.selectors}} {
+		for i, sel := range set.selectors {
+			if sel.CEL == nil {
+				return false, fmt.Errorf("%s: selector #%d: CEL expression empty (unsupported selector type?)", set.owner, i)
 			}
-			return false, fmt.Errorf("class %s: selector #%d on device %s: %w", q.class.Name, i, dv.id, err)
-		}
-		if !m {
-			cache[d] = 2
-			return false, nil
-		}
-	}
-	for i, sel := range q.selectors {
-		m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
-		if err != nil {
-			var ce errCompile
-			if errors.As(err, &ce) {
-				return false, fmt.Errorf("claim %s: selector #%d: %w", klog.KObj(claim), i, err)
+			m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
+			if err != nil {
+				var ce errCompile
+				if errors.As(err, &ce) {
+					return false, fmt.Errorf("%s: selector #%d: %w", set.owner, i, err)
+				}
+				return false, fmt.Errorf("%s: selector #%d on device %s: %w", set.owner, i, dv.id, err)
 			}
-			return false, fmt.Errorf("claim %s: selector #%d on device %s: %w", klog.KObj(claim), i, dv.id, err)
-		}
-		if !m {
-			cache[d] = 2
-			return false, nil
+			if !m {
+				cache[d] = 2
+				return false, nil
+			}
 		}
 	}
 	if ptr.Deref(dv.slice.Spec.PerDeviceNodeSelection, false) {

@@ -1,0 +1,51 @@
+package nvlinktopo
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/plugins/scoring"
+)
+
+// QualityScorer is a Score plugin that rates each node by one aspect of
+// the allocation GPUTopology chose there; the partitionable and
+// consumable plugins are QualityScorers.
+type QualityScorer struct {
+	name string
+	rate func(allocator.Quality) float64
+}
+
+var (
+	_ fwk.ScorePlugin     = &QualityScorer{}
+	_ fwk.ScoreExtensions = &QualityScorer{}
+)
+
+// NewQualityScorer returns a scorer named name that rates by rate.
+func NewQualityScorer(name string, rate func(allocator.Quality) float64) *QualityScorer {
+	return &QualityScorer{name: name, rate: rate}
+}
+
+// Name returns the plugin's name.
+func (s *QualityScorer) Name() string { return s.name }
+
+// Score rates the node; nodes where the pod needed no allocation get 0
+// before normalization, which then treats all nodes alike.
+func (s *QualityScorer) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	q, ok := NodeQuality(cs, nodeInfo.Node().Name)
+	if !ok {
+		return 0, nil
+	}
+	return scoring.ToScore(s.rate(q)), nil
+}
+
+// ScoreExtensions normalizes scores.
+func (s *QualityScorer) ScoreExtensions() fwk.ScoreExtensions { return s }
+
+// NormalizeScore maps the ratings onto 0..100, best node highest.
+func (s *QualityScorer) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	scoring.MinMax(scores)
+	return nil
+}
