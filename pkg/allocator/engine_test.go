@@ -315,3 +315,43 @@ func TestInventoryRefreshKeepsUnchangedDevices(t *testing.T) {
 		t.Errorf("slices %d, want 2", len(next.Slices()))
 	}
 }
+
+// A node's view survives status updates and follows label changes when
+// slices select the node by label.
+func TestInventoryViewFollowsNodeLabels(t *testing.T) {
+	net := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "fabric"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: drvNVIDIA, Pool: resourceapi.ResourcePool{Name: "fabric", Generation: 1, ResourceSliceCount: 1},
+			NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "rack", Operator: v1.NodeSelectorOpIn, Values: []string{"r1"}}}}}},
+			Devices:      []resourceapi.Device{plainDevice("nic", map[string]resourceapi.DeviceAttribute{"type": str("gpu")})},
+		},
+	}
+	inv := NewInventory([]*resourceapi.ResourceSlice{net, pairNode("node-a")}, DefaultFeatures())
+	n := node("node-a")
+	n.ResourceVersion = "1"
+	v1view, err := inv.view(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v1view.devices) != 8 {
+		t.Fatalf("%d devices, want the 8 GPUs", len(v1view.devices))
+	}
+	n2 := n.DeepCopy()
+	n2.ResourceVersion = "2" // a status update
+	if v, _ := inv.view(n2); v != v1view {
+		t.Error("status update rebuilt the view")
+	}
+	n3 := n2.DeepCopy()
+	n3.Labels["rack"] = "r1"
+	v3, err := inv.view(n3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v3.devices) != 9 {
+		t.Errorf("%d devices after the label change, want 9 (the rack's NIC too)", len(v3.devices))
+	}
+	if len(inv.views) != 1 {
+		t.Errorf("%d cached views, want one per node", len(inv.views))
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 )
@@ -77,6 +79,11 @@ type nodeView struct {
 	role    roles
 	// fragmentation and topology scoring need the node's name.
 	node string
+	uid  types.UID
+	// byLabels: some slice or device selected this node by its labels;
+	// labels is what they were then.
+	byLabels bool
+	labels   string
 }
 
 // pool is one resource pool as seen from one node.
@@ -116,15 +123,15 @@ type counterKey struct{ set, counter string }
 
 func (p *pool) String() string { return p.driver + "/" + p.name }
 
-// view returns the node's view, building it on first use. Views of nodes
-// that are selected by labels depend on the node object, so the cache key
-// includes its resource version.
+// view returns the node's view, building it on first use. The cache holds
+// one view per node name; a view that depended on the node's labels
+// (slices selecting nodes by label) is rebuilt when the labels change.
+// Status updates, which change the node object often, keep the view.
 func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
-	key := node.Name + "\x00" + node.ResourceVersion + "\x00" + string(node.UID)
 	inv.mu.Lock()
-	v, ok := inv.views[key]
+	v, ok := inv.views[node.Name]
 	inv.mu.Unlock()
-	if ok {
+	if ok && v.uid == node.UID && (!v.byLabels || v.labels == labelsKey(node.Labels)) {
 		return v, nil
 	}
 	v, err := inv.buildView(node)
@@ -132,15 +139,28 @@ func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
 		return nil, err
 	}
 	inv.mu.Lock()
-	inv.views[key] = v
+	inv.views[node.Name] = v
 	inv.mu.Unlock()
 	return v, nil
+}
+
+// labelsKey is a canonical form of a label set.
+func labelsKey(labels map[string]string) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(labels) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 type poolID struct{ driver, pool string }
 
 func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 	bySlice := make(map[poolID][]*resourceapi.ResourceSlice)
+	byLabels := false
 	consider := func(s *resourceapi.ResourceSlice) error {
 		if !inv.features.PartitionableDevices && (s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.SharedCounters) > 0) {
 			return nil
@@ -149,12 +169,14 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 		nodeName, allNodes := ptr.Deref(s.Spec.NodeName, ""), ptr.Deref(s.Spec.AllNodes, false)
 		switch {
 		case nodeName != "" || allNodes || s.Spec.NodeSelector != nil:
+			byLabels = byLabels || (nodeName == "" && !allNodes)
 			m, err := nodeMatches(node, nodeName, allNodes, s.Spec.NodeSelector)
 			if err != nil {
 				return fmt.Errorf("ResourceSlice %s: spec.nodeSelector: %w", s.Name, err)
 			}
 			relevant = m
 		case ptr.Deref(s.Spec.PerDeviceNodeSelection, false):
+			byLabels = true
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				m, err := nodeMatches(node, ptr.Deref(d.NodeName, ""), ptr.Deref(d.AllNodes, false), d.NodeSelector)
@@ -218,7 +240,10 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 	}
 	slices.SortFunc(plain, byID)
 	slices.SortFunc(withBinding, byID)
-	v := &nodeView{pools: append(plain, withBinding...), node: node.Name}
+	v := &nodeView{pools: append(plain, withBinding...), node: node.Name, uid: node.UID, byLabels: byLabels}
+	if byLabels {
+		v.labels = labelsKey(node.Labels)
+	}
 	for pi, p := range v.pools {
 		p.first = len(v.devices)
 		v.devices = append(v.devices, p.devices...)
