@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -288,33 +287,15 @@ func TestSchedulerRestart(t *testing.T) {
 	}
 	// Stop once some, not all, are bound.
 	c.waitFor("some pods bound", 60*time.Second, func() (bool, error) {
-		pods, err := c.client.CoreV1().Pods(ns).List(c.ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
-		return n >= 3, nil
+		n, err := c.boundPods(ns)
+		return n >= 3, err
 	})
 	stop()
 	c.checkNoDoubleBooking()
 	c.startScheduler()
 	c.waitFor("all GPUs allocated after restart", 90*time.Second, func() (bool, error) {
-		pods, err := c.client.CoreV1().Pods(ns).List(c.ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
-		return n == 24, nil
+		n, err := c.boundPods(ns)
+		return n == 24, err
 	})
 	c.checkNoDoubleBooking()
 	// Nothing half-written: every allocated claim is reserved by a bound
@@ -391,4 +372,17 @@ func TestTwoProfilesShareDevices(t *testing.T) {
 	c.checkNoDoubleBooking()
 }
 
-var _ = v1.PodScheduled
+// boundPods counts the namespace's pods that have a node.
+func (c *cluster) boundPods(ns string) (int, error) {
+	pods, err := c.client.CoreV1().Pods(ns).List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n, nil
+}
