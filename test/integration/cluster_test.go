@@ -93,17 +93,25 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 	return path
 }
 
-// schedulerConfig reads the KubeSchedulerConfiguration shipped in the
-// manifests' ConfigMap and points it at the test's API server.
-func schedulerConfig(t *testing.T, kubeconfig string) string {
+// Scheduler configurations shipped in the manifests.
+const (
+	// bothProfiles: gputopo as the cluster's scheduler.
+	bothProfiles = "../../manifests/scheduler/configmap.yaml"
+	// gputopoOnly: gputopo next to the cluster's kube-scheduler.
+	gputopoOnly = "../../manifests/scheduler/second-scheduler/configmap.yaml"
+)
+
+// schedulerConfig reads the KubeSchedulerConfiguration of a manifest's
+// ConfigMap and points it at the test's API server.
+func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../manifests/scheduler/configmap.yaml")
+	raw, err := os.ReadFile(configMap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cm v1.ConfigMap
 	if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
-		t.Fatalf("manifests/scheduler/configmap.yaml: %v", err)
+		t.Fatalf("%s: %v", configMap, err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
@@ -142,13 +150,18 @@ func (c *cluster) setupScheduler(ctx context.Context, configFile string) (*sched
 }
 
 // startScheduler runs the scheduler through the same Setup and Run as
-// cmd/scheduler, with the ConfigMap's configuration. The returned
-// function stops it and waits until it has stopped.
+// cmd/scheduler, with the configuration of the ConfigMap that serves both
+// profiles. The returned function stops it and waits until it has stopped.
 func (c *cluster) startScheduler() (stop func()) {
+	return c.startSchedulerWith(bothProfiles)
+}
+
+// startSchedulerWith is startScheduler with another manifest's ConfigMap.
+func (c *cluster) startSchedulerWith(configMap string) (stop func()) {
 	t := c.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(c.ctx)
-	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, c.kubeconfig))
+	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, configMap, c.kubeconfig))
 	if err != nil {
 		cancel()
 		t.Fatalf("scheduler setup: %v", err)

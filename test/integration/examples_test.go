@@ -37,7 +37,8 @@ func devicesOf(claim *resourceapi.ResourceClaim) []string {
 // (b) the DRA article's examples get the devices they ask for.
 func TestManifestsAndArticleExamples(t *testing.T) {
 	c := startCluster(t)
-	applied := c.apply("../../manifests/scheduler", "gputopo-system")
+	applied := c.apply("../../manifests/scheduler/base", "gputopo-system")
+	applied = append(applied, c.apply("../../manifests/scheduler", "gputopo-system")...)
 	applied = append(applied, c.apply("../../manifests/scheduler/deviceclasses", "")...)
 	applied = append(applied, c.apply("../../manifests/examples", "default")...)
 	for _, want := range []string{"namespace/gputopo-system", "clusterrole/gputopo-scheduler", "configmap/gputopo-scheduler-config",

@@ -172,7 +172,8 @@ func TestSharedGPU(t *testing.T) {
 	c.node("shared", nil)
 	c.create(sharedNode("shared", 1),
 		sharedTemplate(ns, "share-20gi", "20Gi"), sharedTemplate(ns, "share-7500mi", "7500Mi"), sharedTemplate(ns, "share-1gi", "1Gi"))
-	c.startScheduler()
+	// The second-scheduler configuration: only the gputopo profile.
+	c.startSchedulerWith(gputopoOnly)
 	c.create(podWithTemplate(ns, "a", "share-20gi", "gputopo-scheduler"), podWithTemplate(ns, "b", "share-20gi", "gputopo-scheduler"),
 		podWithTemplate(ns, "c", "share-7500mi", "gputopo-scheduler"))
 	pods := c.waitScheduled(ns, "a", "b", "c")
