@@ -1,0 +1,66 @@
+// Package manifests holds gputopo's install manifests; its test builds
+// every kustomization the way `kubectl apply -k` does.
+package manifests
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+func TestKustomizationsBuild(t *testing.T) {
+	tests := []struct {
+		dir       string
+		wantKinds []string
+		profiles  int // profiles in the scheduler ConfigMap, 0 if none
+	}{
+		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
+		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass"}, 1},
+		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
+		{"examples", []string{"ResourceClaimTemplate"}, 0},
+		{"examples/pods", []string{"Pod"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.dir, func(t *testing.T) {
+			k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+			dir, err := filepath.Abs(tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := k.Run(filesys.MakeFsOnDisk(), dir)
+			if err != nil {
+				t.Fatalf("kustomize build %s: %v", tc.dir, err)
+			}
+			var kinds []string
+			for _, r := range res.Resources() {
+				kinds = append(kinds, r.GetKind())
+				if r.GetKind() == "ConfigMap" {
+					data := r.GetDataMap()["scheduler-config.yaml"]
+					if n := countProfiles(data); n != tc.profiles {
+						t.Errorf("ConfigMap has %d profiles, want %d", n, tc.profiles)
+					}
+				}
+			}
+			for _, want := range tc.wantKinds {
+				if !slices.Contains(kinds, want) {
+					t.Errorf("kinds %v lack %s", kinds, want)
+				}
+			}
+		})
+	}
+}
+
+// countProfiles counts the profiles' list entries ("- schedulerName:").
+func countProfiles(config string) int {
+	n := 0
+	for _, line := range strings.Split(config, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "- schedulerName:") {
+			n++
+		}
+	}
+	return n
+}
