@@ -134,13 +134,14 @@ func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
 
 // setupScheduler parses flags and builds the scheduler as cmd/scheduler
 // does, from a configuration file.
-func (c *cluster) setupScheduler(ctx context.Context, configFile string) (*schedulerserverconfig.CompletedConfig, *scheduler.Scheduler, error) {
+func (c *cluster) setupScheduler(ctx context.Context, configFile string, extraFlags ...string) (*schedulerserverconfig.CompletedConfig, *scheduler.Scheduler, error) {
 	opts := options.NewOptions()
 	fs := pflag.NewFlagSet("gputopo-scheduler", pflag.ContinueOnError)
 	for _, set := range opts.Flags.FlagSets {
 		fs.AddFlagSet(set)
 	}
-	if err := fs.Parse([]string{"--config=" + configFile, "--secure-port=0"}); err != nil {
+	flags := append([]string{"--config=" + configFile, "--secure-port=0"}, extraFlags...)
+	if err := fs.Parse(flags); err != nil {
 		return nil, nil, err
 	}
 	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
@@ -157,11 +158,11 @@ func (c *cluster) startScheduler() (stop func()) {
 }
 
 // startSchedulerWith is startScheduler with another manifest's ConfigMap.
-func (c *cluster) startSchedulerWith(configMap string) (stop func()) {
+func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (stop func()) {
 	t := c.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(c.ctx)
-	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, configMap, c.kubeconfig))
+	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, configMap, c.kubeconfig), extraFlags...)
 	if err != nil {
 		cancel()
 		t.Fatalf("scheduler setup: %v", err)
