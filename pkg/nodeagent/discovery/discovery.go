@@ -1,0 +1,207 @@
+// Package discovery reads what the node agent publishes about each GPU
+// through NVML: identity, memory, PCI placement, NUMA node, NVLink peers
+// and the multi-node NVLink clique. It works on any nvml.Interface: the
+// real library on GPU nodes, go-nvml's mock servers (see package mocknvml)
+// in tests and simulation.
+package discovery
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// GPU is one physical GPU as the agent sees it.
+type GPU struct {
+	Index        int
+	UUID         string
+	Product      string
+	Architecture string
+	// CUDAComputeCapability as "major.minor".
+	CUDAComputeCapability string
+	MemoryMiB             int64
+	PCIBusID              string
+	PCIeRoot              string
+	// NUMANode is -1 when NVML does not know it.
+	NUMANode int
+	// NVLinks counts active NVLink links.
+	NVLinks int
+	// NVLinkPeers are the UUIDs of GPUs reached over NVLink (directly or
+	// through NVSwitch), sorted.
+	NVLinkPeers []string
+	// NVLinkDomain names the set of GPUs of this node that reach each
+	// other over NVLink; empty for a GPU without NVLink peers.
+	NVLinkDomain string
+}
+
+// Options adjust discovery to the host.
+type Options struct {
+	// PCIeRoot maps a PCI bus ID to its PCIe root complex; nil leaves
+	// PCIeRoot empty. On a real node this reads sysfs.
+	PCIeRoot func(busID string) (string, error)
+}
+
+// ErrNoNVML is returned when the NVML library cannot be initialized (no
+// driver on this node, or the library is missing).
+var ErrNoNVML = errors.New("NVML not available")
+
+// Discover lists the node's GPUs.
+func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("%w: init: %s", ErrNoNVML, nvml.ErrorString(ret))
+	}
+	defer lib.Shutdown()
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("count devices: %s", nvml.ErrorString(ret))
+	}
+	devices := make([]nvml.Device, count)
+	gpus := make([]GPU, count)
+	for i := range count {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("device %d: handle: %s", i, nvml.ErrorString(ret))
+		}
+		devices[i] = d
+		g, err := describe(i, d, opts)
+		if err != nil {
+			return nil, err
+		}
+		gpus[i] = g
+	}
+	linkPeers(devices, gpus)
+	return gpus, nil
+}
+
+func describe(i int, d nvml.Device, opts Options) (GPU, error) {
+	g := GPU{Index: i, NUMANode: -1}
+	fail := func(what string, ret nvml.Return) (GPU, error) {
+		return GPU{}, fmt.Errorf("device %d: %s: %s", i, what, nvml.ErrorString(ret))
+	}
+	var ret nvml.Return
+	if g.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS {
+		return fail("uuid", ret)
+	}
+	if g.Product, ret = d.GetName(); ret != nvml.SUCCESS {
+		return fail("name", ret)
+	}
+	if arch, ret := d.GetArchitecture(); ret == nvml.SUCCESS {
+		g.Architecture = architectureName(arch)
+	}
+	if major, minor, ret := d.GetCudaComputeCapability(); ret == nvml.SUCCESS {
+		g.CUDAComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return fail("memory", ret)
+	}
+	g.MemoryMiB = int64(mem.Total / (1024 * 1024))
+	pci, ret := d.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return fail("pci info", ret)
+	}
+	g.PCIBusID = busID(pci)
+	if opts.PCIeRoot != nil {
+		root, err := opts.PCIeRoot(g.PCIBusID)
+		if err != nil {
+			return GPU{}, fmt.Errorf("device %d: pcie root of %s: %w", i, g.PCIBusID, err)
+		}
+		g.PCIeRoot = root
+	}
+	if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS {
+		g.NUMANode = n
+	}
+	for l := range nvml.NVLINK_MAX_LINKS {
+		state, ret := d.GetNvLinkState(l)
+		if ret != nvml.SUCCESS {
+			break // no more links on this GPU
+		}
+		if state == nvml.FEATURE_ENABLED {
+			g.NVLinks++
+		}
+	}
+	return g, nil
+}
+
+// linkPeers fills NVLinkPeers from NVML's NVLink peer-to-peer status and
+// names each connected set of GPUs as one NVLink domain.
+func linkPeers(devices []nvml.Device, gpus []GPU) {
+	n := len(gpus)
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if parent[i] != i {
+			parent[i] = find(parent[i])
+		}
+		return parent[i]
+	}
+	for i := range n {
+		if gpus[i].NVLinks == 0 {
+			continue
+		}
+		for j := range n {
+			if i == j {
+				continue
+			}
+			status, ret := devices[i].GetP2PStatus(devices[j], nvml.P2P_CAPS_INDEX_NVLINK)
+			if ret == nvml.SUCCESS && status == nvml.P2P_STATUS_OK {
+				gpus[i].NVLinkPeers = append(gpus[i].NVLinkPeers, gpus[j].UUID)
+				parent[find(i)] = find(j)
+			}
+		}
+		slices.Sort(gpus[i].NVLinkPeers)
+	}
+	members := map[int][]int{}
+	for i := range n {
+		if len(gpus[i].NVLinkPeers) > 0 {
+			members[find(i)] = append(members[find(i)], i)
+		}
+	}
+	for _, m := range members {
+		// Named after its lowest GPU index: stable across restarts.
+		name := fmt.Sprintf("nvlink-%d", slices.Min(m))
+		for _, i := range m {
+			gpus[i].NVLinkDomain = name
+		}
+	}
+}
+
+// busID formats the PCI bus ID as the kernel and the standard attribute
+// do: lower-case domain:bus:device.function.
+func busID(pci nvml.PciInfo) string {
+	b := make([]byte, 0, len(pci.BusIdLegacy))
+	for _, c := range pci.BusId {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	id := strings.ToLower(string(b))
+	// NVML pads the domain to 8 digits; sysfs uses 4.
+	if parts := strings.SplitN(id, ":", 2); len(parts) == 2 && len(parts[0]) == 8 {
+		id = parts[0][4:] + ":" + parts[1]
+	}
+	return id
+}
+
+func architectureName(a nvml.DeviceArchitecture) string {
+	switch a {
+	case nvml.DEVICE_ARCH_VOLTA:
+		return "Volta"
+	case nvml.DEVICE_ARCH_TURING:
+		return "Turing"
+	case nvml.DEVICE_ARCH_AMPERE:
+		return "Ampere"
+	case nvml.DEVICE_ARCH_ADA:
+		return "Ada Lovelace"
+	case nvml.DEVICE_ARCH_HOPPER:
+		return "Hopper"
+	}
+	return fmt.Sprintf("arch-%d", a)
+}
