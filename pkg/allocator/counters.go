@@ -99,7 +99,7 @@ func (s *Session) holds(d *device) bool {
 // countersFit reports whether a device's consumption fits in what the
 // ledger and this run leave of its pool's counters.
 func (r *run) countersFit(pi int, uses []counterUse) bool {
-	pc := r.s.countersOf(r.view.pools[pi])
+	pc := r.countersOf(pi)
 	if pc.overdrawn {
 		return false
 	}
@@ -124,4 +124,17 @@ func (r *run) addCounters(pi int, uses []counterUse, sign int64) {
 	for _, u := range uses {
 		used[u.idx] += sign * u.milli
 	}
+}
+
+// countersOf is Session.countersOf for the run's pool pi, cached in the
+// run: Filter asks for it once per candidate and per scored solution,
+// and the session's copy sits behind a mutex shared by all nodes.
+func (r *run) countersOf(pi int) *poolCounters {
+	if r.pc == nil {
+		r.pc = make([]*poolCounters, len(r.view.pools))
+	}
+	if r.pc[pi] == nil {
+		r.pc[pi] = r.s.countersOf(r.view.pools[pi])
+	}
+	return r.pc[pi]
 }

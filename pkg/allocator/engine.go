@@ -60,9 +60,6 @@ func sortedList(s interface{ UnsortedList() []string }) []string {
 	return l
 }
 
-// Policy returns the engine's policy.
-func (e *Engine) Policy() Policy { return e.policy }
-
 // Session is one pod's allocation problem: its claims against one snapshot
 // of slices, classes and allocated state. Build it once per scheduling
 // cycle (PreFilter) and call Allocate for every candidate node (Filter),

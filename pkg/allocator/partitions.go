@@ -102,7 +102,7 @@ func (p *pool) buildShapes() {
 // of the run (the lookahead in lookahead).
 func (r *run) setPlaceable(pi, si int, withRun bool, extra int) float64 {
 	p := r.view.pools[pi]
-	pc := r.s.countersOf(p)
+	pc := r.countersOf(pi)
 	if pc.overdrawn {
 		return 0
 	}

@@ -41,20 +41,6 @@ func (q Quality) String() string {
 		link, q.IntactnessBefore, q.Intactness, q.MIGPlaceableBefore, q.MIGPlaceable, q.FragmentationBefore, q.Fragmentation, q.Explored)
 }
 
-// NodeScore maps the quality to 0..100 for comparing nodes: the best link
-// class for multi-device claims, then the least damage to intact NVLink
-// groups, MIG placeability and shared-capacity fragmentation.
-func (q Quality) NodeScore() int64 {
-	s := 100.0
-	if q.MultiDevice {
-		s -= 10 * float64(q.WorstLink-topology.LinkSameGPU)
-	}
-	s -= 20 * math.Max(0, q.IntactnessBefore-q.Intactness)
-	s -= 10 * math.Max(0, q.MIGPlaceableBefore-q.MIGPlaceable)
-	s -= 20 * math.Max(0, q.Fragmentation-q.FragmentationBefore)
-	return int64(math.Round(math.Max(0, math.Min(100, s))))
-}
-
 // solution is a complete allocation found by the search.
 type solution struct {
 	picks   [][]pick
@@ -225,7 +211,7 @@ func (r *run) free(d int, withRun bool) bool {
 }
 
 func (r *run) fitsCounters(pi int, uses []counterUse, withRun bool) bool {
-	pc := r.s.countersOf(r.view.pools[pi])
+	pc := r.countersOf(pi)
 	if pc.overdrawn {
 		return false
 	}

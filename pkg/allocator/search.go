@@ -46,10 +46,11 @@ type run struct {
 	holding   []int8
 	pending   [][]resource.Quantity // per device, in capNames order
 	pendingF  [][]float64
-	shares    []int32     // per device: pending shares in this run
-	used      [][]int64   // per pool: counters consumed in this run
-	sel       [][]int8    // per req, per device: 0 unknown, 1 match, 2 no match
-	caps      [][]*capFit // per req, per device, when consumable capacity is on
+	shares    []int32         // per device: pending shares in this run
+	used      [][]int64       // per pool: counters consumed in this run
+	pc        []*poolCounters // per pool: Session.countersOf, cached
+	sel       [][]int8        // per req, per device: 0 unknown, 1 match, 2 no match
+	caps      [][]*capFit     // per req, per device, when consumable capacity is on
 	cons      [][]constraint
 	picks     [][]pick
 	allDevs   [][]int // per req (All mode): candidate devices
