@@ -27,14 +27,31 @@ type GPU struct {
 	PCIeRoot              string
 	// NUMANode is -1 when NVML does not know it.
 	NUMANode int
-	// NVLinks counts active NVLink links.
-	NVLinks int
+	DriverVersion         string
+	// NVLinks counts active NVLink links; NVLinkVersion is their
+	// generation and NVLinkBandwidthGBps their total bidirectional
+	// bandwidth in GB/s.
+	NVLinks             int
+	NVLinkVersion       int
+	NVLinkBandwidthGBps int64
+	// NVSwitch is true when the links end at NVSwitches rather than at
+	// a bridged peer GPU.
+	NVSwitch bool
 	// NVLinkPeers are the UUIDs of GPUs reached over NVLink (directly or
 	// through NVSwitch), sorted.
 	NVLinkPeers []string
 	// NVLinkDomain names the set of GPUs of this node that reach each
 	// other over NVLink; empty for a GPU without NVLink peers.
 	NVLinkDomain string
+	// CliqueID is the multi-node NVLink clique (GB200 NVL72 and the
+	// like) as "<fabric cluster UUID>.<clique id>", empty without one.
+	CliqueID string
+	// remotes are the PCI bus IDs at the far end of each link.
+	remotes []string
+	// MIGEnabled tells whether MIG mode is on; MIGProfiles lists the
+	// GPU instance profiles and their placements when it is.
+	MIGEnabled  bool
+	MIGProfiles []MIGProfile
 }
 
 // Options adjust discovery to the host.
@@ -58,6 +75,7 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("count devices: %s", nvml.ErrorString(ret))
 	}
+	driverVersion, _ := lib.SystemGetDriverVersion()
 	devices := make([]nvml.Device, count)
 	gpus := make([]GPU, count)
 	for i := range count {
@@ -70,9 +88,11 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 		if err != nil {
 			return nil, err
 		}
+		g.DriverVersion = driverVersion
 		gpus[i] = g
 	}
 	linkPeers(devices, gpus)
+	switches(gpus)
 	return gpus, nil
 }
 
@@ -114,16 +134,66 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS {
 		g.NUMANode = n
 	}
+	nvlinks(d, &g)
+	g.CliqueID = clique(d)
+	if err := migProfiles(d, &g); err != nil {
+		return GPU{}, fmt.Errorf("device %d: %w", i, err)
+	}
+	return g, nil
+}
+
+// nvlinks counts the active links, their generation and bandwidth, and
+// notes where each ends.
+func nvlinks(d nvml.Device, g *GPU) {
+	var perLinkGBps int64
 	for l := range nvml.NVLINK_MAX_LINKS {
 		state, ret := d.GetNvLinkState(l)
 		if ret != nvml.SUCCESS {
 			break // no more links on this GPU
 		}
-		if state == nvml.FEATURE_ENABLED {
-			g.NVLinks++
+		if state != nvml.FEATURE_ENABLED {
+			continue
+		}
+		g.NVLinks++
+		if v, ret := d.GetNvLinkVersion(l); ret == nvml.SUCCESS {
+			g.NVLinkVersion = int(v)
+			perLinkGBps += linkGBps(v)
+		}
+		if remote, ret := d.GetNvLinkRemotePciInfo(l); ret == nvml.SUCCESS {
+			g.remotes = append(g.remotes, busID(remote))
 		}
 	}
-	return g, nil
+	g.NVLinkBandwidthGBps = 2 * perLinkGBps
+}
+
+// linkGBps is one NVLink link's bandwidth per direction by generation.
+func linkGBps(version uint32) int64 {
+	switch {
+	case version >= 5:
+		return 50
+	case version >= 2:
+		return 25
+	case version == 1:
+		return 20
+	}
+	return 0
+}
+
+// clique reads the GPU's multi-node NVLink fabric clique. The versioned
+// GetGpuFabricInfoV handler calls the C library directly, so the v1 call
+// (same cluster UUID and clique ID) is used to keep mocks and hardware on
+// one path.
+func clique(d nvml.Device) string {
+	info, ret := d.GetGpuFabricInfo()
+	if ret != nvml.SUCCESS || info.State != nvml.GPU_FABRIC_STATE_COMPLETED || nvml.Return(info.Status) != nvml.SUCCESS {
+		return ""
+	}
+	var zero [16]uint8
+	if info.ClusterUuid == zero {
+		return ""
+	}
+	u := info.ClusterUuid
+	return fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], info.CliqueId)
 }
 
 // linkPeers fills NVLinkPeers from NVML's NVLink peer-to-peer status and
@@ -172,6 +242,21 @@ func linkPeers(devices []nvml.Device, gpus []GPU) {
 	}
 }
 
+// switches marks GPUs whose links end at something other than a GPU of
+// this node: an NVSwitch.
+func switches(gpus []GPU) {
+	local := map[string]bool{}
+	for _, g := range gpus {
+		local[g.PCIBusID] = true
+	}
+	for i := range gpus {
+		for _, r := range gpus[i].remotes {
+			gpus[i].NVSwitch = gpus[i].NVSwitch || !local[r]
+		}
+		gpus[i].remotes = nil
+	}
+}
+
 // busID formats the PCI bus ID as the kernel and the standard attribute
 // do: lower-case domain:bus:device.function.
 func busID(pci nvml.PciInfo) string {
@@ -202,6 +287,8 @@ func architectureName(a nvml.DeviceArchitecture) string {
 		return "Ada Lovelace"
 	case nvml.DEVICE_ARCH_HOPPER:
 		return "Hopper"
+	case nvml.DEVICE_ARCH_BLACKWELL:
+		return "Blackwell"
 	}
 	return fmt.Sprintf("arch-%d", a)
 }

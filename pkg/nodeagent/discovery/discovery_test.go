@@ -20,7 +20,7 @@ func TestDiscoverShapes(t *testing.T) {
 	}{
 		{mocknvml.DGXA100, "Mock NVIDIA A100-SXM4-40GB", "Ampere", 40960, 12, 1, 7, 1},
 		{mocknvml.DGXH100, "NVIDIA H100 80GB HBM3", "Hopper", 81920, 18, 1, 7, 1},
-		{mocknvml.PCIePairs, "NVIDIA H100 NVL", "Hopper", 81920, 4, 4, 1, 0},
+		{mocknvml.PCIePairs, "NVIDIA H100 NVL", "Hopper", 81920, 12, 4, 1, 0},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.shape), func(t *testing.T) {

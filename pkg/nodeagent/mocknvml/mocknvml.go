@@ -1,15 +1,21 @@
 // Package mocknvml builds go-nvml mock servers for the node shapes gputopo
-// simulates, with the topology functions the mocks lack filled in: NVLink
-// link state, NVLink peer-to-peer status and NUMA nodes.
+// simulates, with what the mocks lack filled in: NVLink link state,
+// version and remote PCI info, NVLink peer-to-peer status, NUMA nodes,
+// bus IDs, the multi-node NVLink fabric (GB200), MIG placements as real
+// hardware has them, and NVML events (Xid) that a test can inject.
 package mocknvml
 
 import (
+	"crypto/sha256"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
@@ -18,72 +24,117 @@ type Shape string
 
 // Shapes of the mocks.
 const (
-	// DGXA100: 8 A100 SXM on NVSwitch (12 links each), 2 NUMA nodes.
+	// DGXA100: 8 A100 SXM4 40GB on NVSwitch (12 NVLink3 links each), 2 NUMA nodes.
 	DGXA100 Shape = "dgxa100"
-	// DGXH100: 8 H100 SXM on NVSwitch (18 links each), 2 NUMA nodes.
+	// DGXH100: 8 H100 SXM5 on NVSwitch (18 NVLink4 links each), 2 NUMA nodes.
 	DGXH100 Shape = "dgxh100"
-	// PCIePairs: 8 PCIe H100 NVL in NVLink-bridged pairs (4 links), pairs
-	// 0-1 on NUMA 0 and 2-3 on NUMA 1; PCI order interleaves the pairs.
+	// DGXH200: 8 H200 SXM5 on NVSwitch (18 NVLink4 links each), 2 NUMA nodes.
+	DGXH200 Shape = "dgxh200"
+	// DGXB200: 8 B200 on NVSwitch (18 NVLink5 links each), 2 NUMA nodes.
+	DGXB200 Shape = "dgxb200"
+	// PCIePairs: 8 PCIe H100 NVL in NVLink-bridged pairs (12 NVLink4
+	// links over 3 bridges), pairs 0 and 1 on NUMA 0, 2 and 3 on NUMA 1;
+	// PCI order interleaves the pairs.
 	PCIePairs Shape = "pcie-pairs"
+	// GB200Tray: one compute tray of a GB200 NVL72 rack: 4 GB200 GPUs
+	// (18 NVLink5 links each, to the rack's NVSwitch trays), two Grace
+	// CPUs (NUMA 0 and 1), and the rack's multi-node NVLink clique.
+	GB200Tray Shape = "gb200-tray"
 )
 
-// New returns a mock NVML for the shape.
-func New(shape Shape) (*server.Server, error) {
-	switch shape {
-	case DGXA100:
-		s := dgxa100.New()
-		wire(s, 12, func(i, j int) bool { return true }, func(i int) int { return i / 4 }, "")
-		return s, nil
-	case DGXH100:
-		s := dgxh100.New()
-		wire(s, 18, func(i, j int) bool { return true }, func(i int) int { return i / 4 }, "")
-		return s, nil
-	case PCIePairs:
-		s := dgxh100.New()
-		pair := func(i int) int { return i % 4 }
-		wire(s, 4, func(i, j int) bool { return pair(i) == pair(j) }, func(i int) int { return pair(i) / 2 }, "NVIDIA H100 NVL")
-		return s, nil
-	}
-	return nil, fmt.Errorf("unknown mock shape %q (want %s, %s or %s)", shape, DGXA100, DGXH100, PCIePairs)
+// Shapes lists every shape.
+var Shapes = []Shape{DGXA100, DGXH100, DGXH200, DGXB200, PCIePairs, GB200Tray}
+
+// Options vary a mock beyond its shape.
+type Options struct {
+	// Name seeds the GPUs' UUIDs so that the same name gives the same
+	// UUIDs (a simulated node keeps its identity across agent restarts).
+	// Empty gives go-nvml's random UUIDs.
+	Name string
+	// Rack names the GB200 NVL72 rack (NVLink fabric cluster); trays of
+	// one rack share a clique. Ignored by other shapes.
+	Rack string
+	// MIG turns MIG mode on for every GPU that supports it.
+	MIG bool
 }
 
-// wire gives every GPU of the server links active NVLink links, NVLink
-// peer-to-peer to the GPUs linked(i, j) says, and a NUMA node.
-func wire(s *server.Server, links int, linked func(i, j int) bool, numa func(i int) int, product string) {
-	index := map[nvml.Device]int{}
-	for i, d := range s.Devices {
-		index[d] = i
+// Server is a go-nvml mock server with events that tests can inject.
+type Server struct {
+	*server.Server
+	events *events
+}
+
+// New returns a mock NVML for the shape.
+func New(shape Shape) (*Server, error) { return NewWith(shape, Options{}) }
+
+// NewWith returns a mock NVML for the shape with options.
+func NewWith(shape Shape, o Options) (*Server, error) {
+	var s *server.Server
+	var t topology
+	switch shape {
+	case DGXA100:
+		s, t = dgxa100.New(), nvswitch(12, 3)
+	case DGXH100:
+		s, t = dgxh100.New(), nvswitch(18, 4)
+	case DGXH200:
+		s, t = dgxh200.New(), nvswitch(18, 4)
+	case DGXB200:
+		s, t = dgxb200.New(), nvswitch(18, 5)
+	case PCIePairs:
+		s = dgxh100.New()
+		pair := func(i int) int { return i % 4 }
+		t = topology{links: 12, version: 4, product: "NVIDIA H100 NVL",
+			linked: func(i, j int) bool { return pair(i) == pair(j) },
+			numa:   func(i int) int { return pair(i) / 2 }}
+	case GB200Tray:
+		gb200 := gpus.B200_SXM5_180GB
+		gb200.Name = "NVIDIA GB200"
+		gb200.MemoryMB = 189471
+		s = dgxb200.NewWithGPUs(gpus.Multiple(4, gb200)...)
+		t = nvswitch(18, 5)
+		t.numa = func(i int) int { return i / 2 }
+		rack := o.Rack
+		if rack == "" {
+			rack = "rack-0"
+		}
+		t.fabric = &fabric{cluster: seededUUID("cluster/" + rack), clique: 1}
+	default:
+		return nil, fmt.Errorf("unknown mock shape %q (want one of %v)", shape, Shapes)
 	}
-	for i, d := range s.Devices {
+	m := &Server{Server: s, events: newEvents(s)}
+	if o.Name != "" {
+		for i, d := range s.Devices {
+			d.(*server.Device).UUID = "GPU-" + formatUUID(seededUUID(fmt.Sprintf("%s/%d", o.Name, i)))
+		}
+	}
+	t.wire(s)
+	for _, d := range s.Devices {
 		dev := d.(*server.Device)
-		i := i
-		dev.GetNvLinkStateFunc = func(l int) (nvml.EnableState, nvml.Return) {
-			if l >= links {
-				return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
-			}
-			return nvml.FEATURE_ENABLED, nvml.SUCCESS
-		}
-		dev.GetP2PStatusFunc = func(other nvml.Device, caps nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
-			j, ok := index[other]
-			if !ok {
-				return nvml.P2P_STATUS_UNKNOWN, nvml.ERROR_INVALID_ARGUMENT
-			}
-			if caps == nvml.P2P_CAPS_INDEX_NVLINK && !linked(i, j) {
-				return nvml.P2P_STATUS_NOT_SUPPORTED, nvml.SUCCESS
-			}
-			return nvml.P2P_STATUS_OK, nvml.SUCCESS
-		}
-		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return numa(i), nvml.SUCCESS }
-		// The mocks leave the bus ID out; NVML pads the domain to 8 digits.
-		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			p := nvml.PciInfo{PciDeviceId: dev.Config.PciDeviceId, Bus: uint32(i)}
-			for k, c := range "0000" + strings.ToUpper(dev.PciBusID) {
-				p.BusId[k] = int8(c)
-			}
-			return p, nvml.SUCCESS
-		}
-		if product != "" {
-			dev.GetNameFunc = func() (string, nvml.Return) { return product, nvml.SUCCESS }
+		realMIGPlacements(dev)
+		if o.MIG && len(dev.Config.MIGProfiles.GpuInstanceProfiles) > 0 {
+			dev.MigMode = nvml.DEVICE_MIG_ENABLE
 		}
 	}
+	return m, nil
+}
+
+// ParseShape checks a shape name.
+func ParseShape(name string) (Shape, error) {
+	if slices.Contains(Shapes, Shape(name)) {
+		return Shape(name), nil
+	}
+	return "", fmt.Errorf("unknown mock shape %q (want one of %v)", name, Shapes)
+}
+
+func seededUUID(seed string) [16]byte {
+	h := sha256.Sum256([]byte(seed))
+	var u [16]byte
+	copy(u[:], h[:16])
+	u[6] = u[6]&0x0f | 0x40 // version 4 layout
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+func formatUUID(u [16]byte) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }

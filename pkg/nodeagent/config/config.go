@@ -1,0 +1,185 @@
+// Package config is the node agent's configuration: the driver name, how
+// each GPU is offered (whole, MIG partitions, shared) and health policy.
+// It is read from a YAML file (see docs/nodeagent.md) and validated with
+// errors that name the field.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Mode is how a GPU is offered.
+type Mode string
+
+const (
+	// Whole: one device per GPU, one claim at a time.
+	Whole Mode = "whole"
+	// MIG: every real MIG placement as a device consuming the GPU's
+	// shared counters (compute and memory slices); the whole GPU as a
+	// device consuming all of them. Needs MIG mode on.
+	MIG Mode = "mig"
+	// Shared: one device per GPU that several claims can share
+	// (allowMultipleAllocations), each taking memory and compute
+	// capacity.
+	Shared Mode = "shared"
+)
+
+// Config of the node agent.
+type Config struct {
+	// DriverName of the published slices and the kubelet plugin.
+	DriverName string `json:"driverName"`
+	// DefaultMode for GPUs no rule matches.
+	DefaultMode Mode `json:"defaultMode"`
+	// GPUs are rules choosing a mode; the first matching rule wins.
+	GPUs []GPURule `json:"gpus,omitempty"`
+	// Shared sets the request policy of shared GPUs.
+	Shared SharedPolicy `json:"shared"`
+	// Health decides which NVML events taint a device and for how long.
+	Health HealthPolicy `json:"health"`
+}
+
+// GPURule matches GPUs by product name substring and/or index.
+type GPURule struct {
+	Product string `json:"product,omitempty"`
+	Indexes []int  `json:"indexes,omitempty"`
+	Mode    Mode   `json:"mode"`
+}
+
+// SharedPolicy is the capacity request policy of shared GPUs.
+type SharedPolicy struct {
+	// MemoryStep: memory requests round up to a multiple of it.
+	MemoryStep resource.Quantity `json:"memoryStep"`
+	// DefaultMemory: what a share that asks for no memory takes.
+	DefaultMemory resource.Quantity `json:"defaultMemory"`
+	// DefaultComputePercent: compute a share takes when it asks for none,
+	// in percent of the GPU's SMs.
+	DefaultComputePercent int64 `json:"defaultComputePercent"`
+}
+
+// HealthPolicy maps NVML Xid errors to device taints.
+type HealthPolicy struct {
+	// IgnoredXids are application errors (the GPU is fine): no taint.
+	IgnoredXids []uint64 `json:"ignoredXids,omitempty"`
+	// FatalXids need a GPU reset: NoExecute, evicting running pods.
+	// Other Xids taint NoSchedule.
+	FatalXids []uint64 `json:"fatalXids,omitempty"`
+	// RecoverAfter: a NoSchedule taint is lifted when the GPU answers
+	// and reported no Xid for this long. NoExecute taints need twice
+	// that.
+	RecoverAfter metav1.Duration `json:"recoverAfter"`
+}
+
+// Default is the configuration used without a file.
+func Default() Config {
+	return Config{
+		DriverName:  "gpu.nvidia.com",
+		DefaultMode: Whole,
+		Shared: SharedPolicy{
+			MemoryStep:            resource.MustParse("1Gi"),
+			DefaultMemory:         resource.MustParse("8Gi"),
+			DefaultComputePercent: 10,
+		},
+		Health: HealthPolicy{
+			// As NVIDIA's device plugin: errors caused by the application.
+			IgnoredXids: []uint64{13, 31, 43, 45, 68, 109},
+			// Double-bit ECC, fallen off the bus, uncontained ECC, GSP
+			// and row-remapping failures.
+			FatalXids:    []uint64{48, 63, 64, 74, 79, 94, 95, 119, 120, 140},
+			RecoverAfter: metav1.Duration{Duration: 5 * time.Minute},
+		},
+	}
+}
+
+// Load reads a YAML file over the defaults and validates it.
+func Load(path string) (Config, error) {
+	c := Default()
+	if path == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("node agent config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("node agent config %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("node agent config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate checks the configuration, naming the fields in error.
+func (c Config) Validate() error {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(c.DriverName) {
+		errs = append(errs, field.Invalid(field.NewPath("driverName"), c.DriverName, msg))
+	}
+	errs = append(errs, validMode(field.NewPath("defaultMode"), c.DefaultMode)...)
+	for i, r := range c.GPUs {
+		p := field.NewPath("gpus").Index(i)
+		errs = append(errs, validMode(p.Child("mode"), r.Mode)...)
+		if r.Product == "" && len(r.Indexes) == 0 {
+			errs = append(errs, field.Required(p, "a rule needs product or indexes"))
+		}
+		for j, ix := range r.Indexes {
+			if ix < 0 {
+				errs = append(errs, field.Invalid(p.Child("indexes").Index(j), ix, "must be >= 0"))
+			}
+		}
+	}
+	sp := field.NewPath("shared")
+	if c.Shared.MemoryStep.Sign() <= 0 {
+		errs = append(errs, field.Invalid(sp.Child("memoryStep"), c.Shared.MemoryStep.String(), "must be positive"))
+	}
+	if c.Shared.DefaultMemory.Sign() <= 0 {
+		errs = append(errs, field.Invalid(sp.Child("defaultMemory"), c.Shared.DefaultMemory.String(), "must be positive"))
+	}
+	if p := c.Shared.DefaultComputePercent; p < 1 || p > 100 {
+		errs = append(errs, field.Invalid(sp.Child("defaultComputePercent"), p, "must be in 1..100"))
+	}
+	if c.Health.RecoverAfter.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("health", "recoverAfter"), c.Health.RecoverAfter.Duration.String(), "must be positive"))
+	}
+	return errs.ToAggregate()
+}
+
+func validMode(p *field.Path, m Mode) field.ErrorList {
+	switch m {
+	case Whole, MIG, Shared:
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, m, []Mode{Whole, MIG, Shared})}
+}
+
+// ModeOf returns the mode for a GPU.
+func (c Config) ModeOf(index int, product string) Mode {
+	for _, r := range c.GPUs {
+		if r.Product != "" && !strings.Contains(product, r.Product) {
+			continue
+		}
+		if len(r.Indexes) > 0 && !containsInt(r.Indexes, index) {
+			continue
+		}
+		return r.Mode
+	}
+	return c.DefaultMode
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package discovery
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// MIGProfile is one GPU instance profile of a MIG-enabled GPU.
+type MIGProfile struct {
+	// ID is NVML's GPU instance profile ID; CIProfileID the compute
+	// instance profile that spans the whole GPU instance.
+	ID          int
+	CIProfileID int
+	// Name as nvidia-smi and NVIDIA's DRA driver print it: "1g.10gb".
+	Name string
+	// ComputeSlices of the GPU's 7 (SliceCount); Multiprocessors SMs.
+	ComputeSlices   int
+	Multiprocessors int
+	MemoryMiB       int64
+	// Placements in memory slices, as NVML lists them.
+	Placements []Placement
+}
+
+// Placement is where a GPU instance can start and how many memory slices
+// it spans.
+type Placement struct {
+	Start, Size int
+}
+
+// publishedProfiles are the GPU instance profiles the agent publishes:
+// the plain ones and the double-memory 1g. Media-extension variants
+// (+me) are left out: they compete for the GPU's single set of media
+// engines, which the slice model does not count.
+var publishedProfiles = []int{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2,
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_6_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_7_SLICE,
+	nvml.GPU_INSTANCE_PROFILE_8_SLICE,
+}
+
+// computeProfileFor maps a GPU instance's slice count to the compute
+// instance profile that takes all of it.
+var computeProfileFor = map[int]int{
+	1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE,
+	2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
+	3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE,
+	4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE,
+	6: nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE,
+	7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE,
+	8: nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE,
+}
+
+// migProfiles reads MIG mode and, when it is on, the profiles and their
+// real placements.
+func migProfiles(d nvml.Device, g *GPU) error {
+	current, _, ret := d.GetMigMode()
+	if ret == nvml.ERROR_NOT_SUPPORTED || ret != nvml.SUCCESS || current != nvml.DEVICE_MIG_ENABLE {
+		return nil
+	}
+	g.MIGEnabled = true
+	for _, id := range publishedProfiles {
+		info, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("MIG profile %d: %s", id, nvml.ErrorString(ret))
+		}
+		placements, ret := d.GetGpuInstancePossiblePlacements(&info)
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("MIG profile %d placements: %s", id, nvml.ErrorString(ret))
+		}
+		p := MIGProfile{
+			ID: id, CIProfileID: computeProfileFor[int(info.SliceCount)],
+			Name:          fmt.Sprintf("%dg.%dgb", info.SliceCount, (info.MemorySizeMB+512)/1024),
+			ComputeSlices: int(info.SliceCount), Multiprocessors: int(info.MultiprocessorCount),
+			MemoryMiB: int64(info.MemorySizeMB),
+		}
+		for _, pl := range placements {
+			p.Placements = append(p.Placements, Placement{Start: int(pl.Start), Size: int(pl.Size)})
+		}
+		slices.SortFunc(p.Placements, func(a, b Placement) int { return a.Start - b.Start })
+		g.MIGProfiles = append(g.MIGProfiles, p)
+	}
+	return nil
+}
+
+// MemorySlices is how many memory slices the GPU has: the end of its
+// furthest placement.
+func (g GPU) MemorySlices() int {
+	n := 0
+	for _, p := range g.MIGProfiles {
+		for _, pl := range p.Placements {
+			n = max(n, pl.Start+pl.Size)
+		}
+	}
+	return n
+}
+
+// ComputeSlices is how many compute slices the GPU has: its largest
+// profile.
+func (g GPU) ComputeSlices() int {
+	n := 0
+	for _, p := range g.MIGProfiles {
+		n = max(n, p.ComputeSlices)
+	}
+	return n
+}

@@ -1,0 +1,92 @@
+// Package resources turns discovered GPUs into the devices the node agent
+// publishes: whole GPUs, MIG placements consuming their GPU's counters, or
+// shared GPUs with capacity. The Layout also answers which GPU and MIG
+// placement a published device name stands for, at prepare time.
+package resources
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
+)
+
+// Device is one published device.
+type Device struct {
+	Name string
+	GPU  *discovery.GPU
+	Mode config.Mode
+	// MIG is the profile of a MIG placement; nil for a whole GPU (also
+	// in MIG mode, where the whole GPU consumes every slice).
+	MIG       *discovery.MIGProfile
+	Placement discovery.Placement
+}
+
+// Layout is the devices of one node.
+type Layout struct {
+	Driver  string
+	Node    string
+	Devices []Device
+	// CounterSets of MIG GPUs, by GPU index.
+	counterSet map[int]string
+	byName     map[string]int
+	cfg        config.Config
+}
+
+// NewLayout decides the devices of the node's GPUs under cfg.
+func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, error) {
+	l := &Layout{Driver: cfg.DriverName, Node: node, counterSet: map[int]string{}, byName: map[string]int{}, cfg: cfg}
+	for i := range gpus {
+		g := &gpus[i]
+		mode := cfg.ModeOf(g.Index, g.Product)
+		whole := Device{Name: fmt.Sprintf("gpu-%d", g.Index), GPU: g, Mode: mode}
+		switch mode {
+		case config.MIG:
+			if !g.MIGEnabled || len(g.MIGProfiles) == 0 {
+				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode is off or unsupported; enable MIG on the GPU or choose mode %q for it", g.Index, g.UUID, g.Product, mode, config.Whole)
+			}
+			l.counterSet[g.Index] = whole.Name
+			l.add(whole)
+			for pi := range g.MIGProfiles {
+				p := &g.MIGProfiles[pi]
+				for _, pl := range p.Placements {
+					l.add(Device{Name: migName(g.Index, p.Name, pl.Start), GPU: g, Mode: mode, MIG: p, Placement: pl})
+				}
+			}
+		case config.Shared:
+			if g.MIGEnabled {
+				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
+			}
+			l.add(whole)
+		default:
+			l.add(whole)
+		}
+	}
+	return l, nil
+}
+
+// migName is a device name for a MIG placement: names may hold neither
+// dots nor plus signs, so "1g.10gb" at slice 3 of GPU 2 is
+// "gpu-2-mig-1g10gb-3".
+func migName(gpu int, profile string, start int) string {
+	p := strings.NewReplacer(".", "", "+", "-").Replace(profile)
+	return fmt.Sprintf("gpu-%d-mig-%s-%d", gpu, p, start)
+}
+
+func (l *Layout) add(d Device) {
+	l.byName[d.Name] = len(l.Devices)
+	l.Devices = append(l.Devices, d)
+}
+
+// Device returns the device of a published name.
+func (l *Layout) Device(name string) (Device, bool) {
+	i, ok := l.byName[name]
+	if !ok {
+		return Device{}, false
+	}
+	return l.Devices[i], true
+}
+
+// Pool is the name of the node's pool: the node name.
+func (l *Layout) Pool() string { return l.Node }

@@ -1,0 +1,284 @@
+package resources_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+func discover(t *testing.T, shape mocknvml.Shape, o mocknvml.Options) []discovery.GPU {
+	t.Helper()
+	lib, err := mocknvml.NewWith(shape, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpus
+}
+
+func withMode(m config.Mode) config.Config {
+	c := config.Default()
+	c.DefaultMode = m
+	return c
+}
+
+// sliceDevices flattens the node's pool.
+func poolOf(t *testing.T, l *resources.Layout, taints map[string]resources.Taint) (devs []resourceapi.Device, sets []resourceapi.CounterSet) {
+	t.Helper()
+	r := l.Resources(taints)
+	if len(r.Pools) != 1 {
+		t.Fatalf("%d pools, want 1", len(r.Pools))
+	}
+	for _, s := range r.Pools[l.Node].Slices {
+		if len(s.Devices) > resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures || len(s.SharedCounters) > resourceapi.ResourceSliceMaxCounterSets {
+			t.Errorf("slice over API limits: %d devices, %d counter sets", len(s.Devices), len(s.SharedCounters))
+		}
+		if len(s.Devices) > 0 && len(s.SharedCounters) > 0 {
+			t.Error("devices and shared counters in one slice")
+		}
+		devs = append(devs, s.Devices...)
+		sets = append(sets, s.SharedCounters...)
+	}
+	for _, d := range devs {
+		if n := len(d.Attributes) + len(d.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+			t.Errorf("%s: %d attributes and capacities", d.Name, n)
+		}
+		if strings.ContainsAny(d.Name, ".+") {
+			t.Errorf("device name %q not a DNS label", d.Name)
+		}
+	}
+	return devs, sets
+}
+
+func TestWholeGPUsPerShape(t *testing.T) {
+	tests := []struct {
+		shape     mocknvml.Shape
+		gpus      int
+		product   string
+		memMiB    int64
+		domains   int
+		bandwidth int64
+		nvswitch  bool
+		clique    bool
+	}{
+		{mocknvml.DGXA100, 8, "Mock NVIDIA A100-SXM4-40GB", 40960, 1, 600, true, false},
+		{mocknvml.DGXH100, 8, "NVIDIA H100 80GB HBM3", 81920, 1, 900, true, false},
+		{mocknvml.DGXH200, 8, "NVIDIA H200 141GB HBM3e", 144384, 1, 900, true, false},
+		{mocknvml.DGXB200, 8, "NVIDIA B200 180GB HBM3e", 184320, 1, 1800, true, false},
+		{mocknvml.PCIePairs, 8, "NVIDIA H100 NVL", 81920, 4, 600, false, false},
+		{mocknvml.GB200Tray, 4, "NVIDIA GB200", 189471, 1, 1800, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.shape), func(t *testing.T) {
+			l, err := resources.NewLayout("node-a", discover(t, tc.shape, mocknvml.Options{Name: "node-a", Rack: "r1"}), config.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs, sets := poolOf(t, l, nil)
+			if len(devs) != tc.gpus || len(sets) != 0 {
+				t.Fatalf("%d devices, %d counter sets; want %d GPUs and no counters", len(devs), len(sets), tc.gpus)
+			}
+			domains := map[string]bool{}
+			for _, d := range devs {
+				a := d.Attributes
+				domains[*a["nvlinkDomain"].StringValue] = true
+				if *a["type"].StringValue != "gpu" || *a["productName"].StringValue != tc.product || *a["memory"].IntValue != tc.memMiB {
+					t.Errorf("%s: type %s product %s memory %d", d.Name, *a["type"].StringValue, *a["productName"].StringValue, *a["memory"].IntValue)
+				}
+				if *a["nvlinkBandwidth"].IntValue != tc.bandwidth || *a["nvswitch"].BoolValue != tc.nvswitch {
+					t.Errorf("%s: bandwidth %d nvswitch %v, want %d %v", d.Name, *a["nvlinkBandwidth"].IntValue, *a["nvswitch"].BoolValue, tc.bandwidth, tc.nvswitch)
+				}
+				if _, ok := a["cliqueID"]; ok != tc.clique {
+					t.Errorf("%s: clique attribute present %v, want %v", d.Name, ok, tc.clique)
+				}
+				for _, k := range []resourceapi.QualifiedName{"uuid", "architecture", "cudaComputeCapability", "driverVersion", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/numaNode", "index"} {
+					if _, ok := a[k]; !ok {
+						t.Errorf("%s: no attribute %s", d.Name, k)
+					}
+				}
+				if got := d.Capacity["memory"].Value; got.Cmp(*resource.NewQuantity(tc.memMiB*1024*1024, resource.BinarySI)) != 0 {
+					t.Errorf("%s: memory capacity %s", d.Name, got.String())
+				}
+			}
+			if len(domains) != tc.domains {
+				t.Errorf("%d NVLink domains, want %d", len(domains), tc.domains)
+			}
+		})
+	}
+}
+
+func TestGB200TraysOfOneRackShareAClique(t *testing.T) {
+	a := discover(t, mocknvml.GB200Tray, mocknvml.Options{Name: "tray-1", Rack: "rack-7"})
+	b := discover(t, mocknvml.GB200Tray, mocknvml.Options{Name: "tray-2", Rack: "rack-7"})
+	c := discover(t, mocknvml.GB200Tray, mocknvml.Options{Name: "tray-3", Rack: "rack-8"})
+	if a[0].CliqueID == "" || a[0].CliqueID != b[3].CliqueID || a[0].CliqueID == c[0].CliqueID {
+		t.Errorf("cliques %q %q %q: want the first two equal, the third different", a[0].CliqueID, b[3].CliqueID, c[0].CliqueID)
+	}
+	if a[0].UUID == b[0].UUID {
+		t.Error("two trays with the same GPU UUID")
+	}
+}
+
+// MIG: every real placement of the 7-slice geometry, consuming its slices.
+func TestMIGPartitionsAreRealPlacements(t *testing.T) {
+	for _, shape := range []mocknvml.Shape{mocknvml.DGXA100, mocknvml.DGXH100, mocknvml.DGXH200, mocknvml.DGXB200, mocknvml.GB200Tray} {
+		t.Run(string(shape), func(t *testing.T) {
+			gpus := discover(t, shape, mocknvml.Options{MIG: true})
+			l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs, sets := poolOf(t, l, nil)
+			if len(sets) != len(gpus) {
+				t.Fatalf("%d counter sets, want one per GPU (%d)", len(sets), len(gpus))
+			}
+			if len(sets[0].Counters) != 9 || func() bool { q := sets[0].Counters["compute"].Value; return q.CmpInt64(7) != 0 }() {
+				t.Errorf("counter set %v: want compute 7 and 8 memory slices", sets[0].Counters)
+			}
+			starts := map[string][]int64{}
+			for _, d := range devs {
+				if *d.Attributes["index"].IntValue != 0 {
+					continue
+				}
+				if d.Attributes["type"].StringValue == nil || *d.Attributes["type"].StringValue == "gpu" {
+					if n := len(d.ConsumesCounters[0].Counters); n != 9 {
+						t.Errorf("whole GPU consumes %d counters, want all 9", n)
+					}
+					continue
+				}
+				size := *d.Attributes["partitionSize"].StringValue
+				compute := size[:strings.Index(size, "g")]
+				starts[compute+"/"+itoa(len(d.ConsumesCounters[0].Counters)-1)] = append(starts[compute+"/"+itoa(len(d.ConsumesCounters[0].Counters)-1)], *d.Attributes["placement"].IntValue)
+				if d.Attributes["memory"].IntValue == nil || *d.Attributes["parentUUID"].StringValue != gpus[0].UUID {
+					t.Errorf("%s: attributes %v", d.Name, d.Attributes)
+				}
+			}
+			// compute/memory slices -> starts
+			want := map[string]string{"1/1": "[0 1 2 3 4 5 6]", "1/2": "[0 2 4 6]", "2/2": "[0 2 4]", "3/4": "[0 4]", "4/4": "[0]", "7/8": "[0]"}
+			for k, w := range want {
+				if got := fmtInts(starts[k]); got != w {
+					t.Errorf("profile %s (compute/memory slices) placed at %s, want %s", k, got, w)
+				}
+			}
+			if len(starts) != len(want) {
+				t.Errorf("profiles %v, want %v", starts, want)
+			}
+		})
+	}
+}
+
+func TestMIGNamesMatchTheArticle(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
+	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range l.Devices {
+		if d.MIG != nil && d.GPU.Index == 0 && d.Placement.Start == 0 {
+			names = append(names, d.MIG.Name)
+		}
+	}
+	if got := strings.Join(names, " "); got != "1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb" {
+		t.Errorf("profiles %s", got)
+	}
+}
+
+func TestSharedGPUs(t *testing.T) {
+	l, err := resources.NewLayout("n", discover(t, mocknvml.DGXH100, mocknvml.Options{}), withMode(config.Shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := poolOf(t, l, nil)
+	d := devs[0]
+	if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations {
+		t.Fatal("shared GPU does not allow multiple allocations")
+	}
+	mem, compute := d.Capacity["memory"], d.Capacity["compute"]
+	if mem.RequestPolicy == nil || mem.RequestPolicy.Default.String() != "8Gi" || mem.RequestPolicy.ValidRange.Step.String() != "1Gi" {
+		t.Errorf("memory policy %+v", mem.RequestPolicy)
+	}
+	if compute.Value.CmpInt64(100) != 0 || compute.RequestPolicy.Default.Value() != 10 {
+		t.Errorf("compute capacity %s default %s", compute.Value.String(), compute.RequestPolicy.Default.String())
+	}
+}
+
+func TestModeRulesAndErrors(t *testing.T) {
+	c := config.Default()
+	c.GPUs = []config.GPURule{{Indexes: []int{0, 1}, Mode: config.Shared}, {Product: "H100", Mode: config.MIG}}
+	if _, err := resources.NewLayout("n", discover(t, mocknvml.DGXH100, mocknvml.Options{}), c); err == nil || !strings.Contains(err.Error(), "GPU 2") || !strings.Contains(err.Error(), "MIG mode is off") {
+		t.Errorf("MIG mode off: error %v, want one naming GPU 2", err)
+	}
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{})
+	for i := range gpus {
+		gpus[i].MIGEnabled = i >= 2 // as the admin set it
+	}
+	gpus2 := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
+	for i := range gpus {
+		if i >= 2 {
+			gpus[i] = gpus2[i]
+		}
+	}
+	l, err := resources.NewLayout("n", gpus, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[config.Mode]int{}
+	for _, d := range l.Devices {
+		if d.MIG == nil {
+			modes[d.Mode]++
+		}
+	}
+	if modes[config.Shared] != 2 || modes[config.MIG] != 6 {
+		t.Errorf("modes %v, want 2 shared and 6 MIG GPUs", modes)
+	}
+}
+
+func TestHealthTaints(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
+	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	devs, _ := poolOf(t, l, map[string]resources.Taint{gpus[1].UUID: {Value: "xid-79", Effect: resourceapi.DeviceTaintEffectNoExecute, Since: since}})
+	tainted := 0
+	for _, d := range devs {
+		if len(d.Taints) == 0 {
+			continue
+		}
+		tainted++
+		if idx := *d.Attributes["index"].IntValue; idx != 1 || d.Taints[0].Key != "gpu.nvidia.com/unhealthy" || d.Taints[0].Effect != resourceapi.DeviceTaintEffectNoExecute {
+			t.Errorf("%s (GPU %d): taints %+v", d.Name, idx, d.Taints)
+		}
+	}
+	if tainted != 19 {
+		t.Errorf("%d tainted devices, want the 19 of GPU 1 (whole + 18 placements)", tainted)
+	}
+}
+
+func itoa(n int) string { return string(rune('0' + n)) }
+
+func fmtInts(s []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range s {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(itoa(int(v)))
+	}
+	b.WriteByte(']')
+	return b.String()
+}

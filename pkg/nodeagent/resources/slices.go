@@ -1,0 +1,192 @@
+package resources
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+)
+
+// API limits per ResourceSlice (k8s.io/api/resource/v1).
+const (
+	maxDevicesPerSlice     = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	maxCounterSetsPerSlice = resourceapi.ResourceSliceMaxCounterSets
+)
+
+// Taint is a health taint on every device of one GPU.
+type Taint struct {
+	// Value says why, e.g. "xid-79" or "lost".
+	Value  string
+	Effect resourceapi.DeviceTaintEffect
+	Since  time.Time
+}
+
+// TaintKey is the key of health taints: "<driver>/unhealthy".
+func (l *Layout) TaintKey() string { return l.Driver + "/unhealthy" }
+
+// Resources are the node's slices: one pool named after the node, shared
+// counters (MIG GPUs) in slices of their own, devices in slices of at most
+// the API's limit. taints are by GPU UUID.
+func (l *Layout) Resources(taints map[string]Taint) resourceslice.DriverResources {
+	var pool resourceslice.Pool
+	var sets []resourceapi.CounterSet
+	for _, d := range l.Devices {
+		if d.Mode == config.MIG && d.MIG == nil {
+			sets = append(sets, counterSet(d))
+		}
+	}
+	for len(sets) > 0 {
+		n := min(len(sets), maxCounterSetsPerSlice)
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: sets[:n]})
+		sets = sets[n:]
+	}
+	var devices []resourceapi.Device
+	for _, d := range l.Devices {
+		devices = append(devices, l.apiDevice(d, taints[d.GPU.UUID]))
+	}
+	for len(devices) > 0 {
+		n := min(len(devices), maxDevicesPerSlice)
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: devices[:n]})
+		devices = devices[n:]
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{l.Pool(): pool}}
+}
+
+func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
+	g := d.GPU
+	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		"productName":  str(g.Product),
+		"architecture": str(g.Architecture),
+		"index":        integer(int64(g.Index)),
+	}
+	if v := semver(g.CUDAComputeCapability); v != "" {
+		a["cudaComputeCapability"] = resourceapi.DeviceAttribute{VersionValue: &v}
+	}
+	if v := semver(g.DriverVersion); v != "" {
+		a["driverVersion"] = resourceapi.DeviceAttribute{VersionValue: &v}
+	}
+	if g.PCIeRoot != "" {
+		a["resource.kubernetes.io/pcieRoot"] = str(g.PCIeRoot)
+	}
+	if g.NUMANode >= 0 {
+		a["resource.kubernetes.io/numaNode"] = integer(int64(g.NUMANode))
+	}
+	dev := resourceapi.Device{Name: d.Name, Attributes: a}
+	if d.MIG != nil {
+		a["type"] = str("mig")
+		a["parentUUID"] = str(g.UUID)
+		a["profile"] = str(d.MIG.Name)
+		a["partitionSize"] = str(d.MIG.Name)
+		a["placement"] = integer(int64(d.Placement.Start))
+		a["memory"] = integer(d.MIG.MemoryMiB)
+		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			"memory":          {Value: *resource.NewQuantity(d.MIG.MemoryMiB*mib, resource.BinarySI)},
+			"multiprocessors": {Value: *resource.NewQuantity(int64(d.MIG.Multiprocessors), resource.DecimalSI)},
+		}
+		dev.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+			CounterSet: l.counterSet[g.Index],
+			Counters:   slices(d.MIG.ComputeSlices, d.Placement.Start, d.Placement.Size),
+		}}
+	} else {
+		a["type"] = str("gpu")
+		a["uuid"] = str(g.UUID)
+		a["memory"] = integer(g.MemoryMiB)
+		a["resource.kubernetes.io/pciBusID"] = str(g.PCIBusID)
+		if g.NVLinkDomain != "" {
+			a["nvlinkDomain"] = str(g.NVLinkDomain)
+			a["nvlinkLinks"] = integer(int64(g.NVLinks))
+			a["nvlinkBandwidth"] = integer(g.NVLinkBandwidthGBps)
+			a["nvswitch"] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.NVSwitch)}
+		}
+		if g.CliqueID != "" {
+			a["cliqueID"] = str(g.CliqueID)
+		}
+		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			"memory": {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
+		}
+		switch d.Mode {
+		case config.MIG:
+			dev.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+				CounterSet: l.counterSet[g.Index],
+				Counters:   slices(g.ComputeSlices(), 0, g.MemorySlices()),
+			}}
+		case config.Shared:
+			l.shareable(&dev)
+		}
+	}
+	if t.Effect != "" {
+		dev.Taints = []resourceapi.DeviceTaint{{
+			Key: l.TaintKey(), Value: t.Value, Effect: t.Effect,
+			TimeAdded: ptr.To(metav1.NewTime(t.Since.Truncate(time.Second))),
+		}}
+	}
+	return dev
+}
+
+// shareable lets several claims share the GPU, each taking memory
+// (rounded up to the step, a default when not asked for) and compute in
+// percent.
+func (l *Layout) shareable(dev *resourceapi.Device) {
+	p := l.cfg.Shared
+	dev.AllowMultipleAllocations = ptr.To(true)
+	mem := dev.Capacity["memory"]
+	mem.RequestPolicy = &resourceapi.CapacityRequestPolicy{
+		Default:    ptr.To(p.DefaultMemory),
+		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(p.MemoryStep), Step: ptr.To(p.MemoryStep)},
+	}
+	dev.Capacity["memory"] = mem
+	dev.Capacity["compute"] = resourceapi.DeviceCapacity{
+		Value: resource.MustParse("100"),
+		RequestPolicy: &resourceapi.CapacityRequestPolicy{
+			Default:    resource.NewQuantity(p.DefaultComputePercent, resource.DecimalSI),
+			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1")), Step: ptr.To(resource.MustParse("1"))},
+		},
+	}
+}
+
+// counterSet of a MIG GPU: its compute slices and one counter per memory
+// slice, so that overlapping placements exclude each other.
+func counterSet(whole Device) resourceapi.CounterSet {
+	g := whole.GPU
+	counters := map[string]resourceapi.Counter{}
+	for k, v := range slices(g.ComputeSlices(), 0, g.MemorySlices()) {
+		counters[k] = resourceapi.Counter{Value: v.Value}
+	}
+	return resourceapi.CounterSet{Name: whole.Name, Counters: counters}
+}
+
+// slices is what a placement consumes: compute slices and the memory
+// slices [start, start+size).
+func slices(compute, start, size int) map[string]resourceapi.Counter {
+	c := map[string]resourceapi.Counter{"compute": {Value: *resource.NewQuantity(int64(compute), resource.DecimalSI)}}
+	for m := start; m < start+size; m++ {
+		c[fmt.Sprintf("memory%d", m)] = resourceapi.Counter{Value: resource.MustParse("1")}
+	}
+	return c
+}
+
+const mib = 1024 * 1024
+
+func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+
+func integer(n int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &n} }
+
+// semver pads "9.0" to "9.0.0"; "550.54.15" stays.
+func semver(v string) string {
+	if v == "" {
+		return ""
+	}
+	parts := strings.Split(v, ".")
+	for len(parts) < 3 {
+		parts = append(parts, "0")
+	}
+	return strings.Join(parts[:3], ".")
+}
+
