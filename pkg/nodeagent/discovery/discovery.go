@@ -16,7 +16,9 @@ import (
 
 // GPU is one physical GPU as the agent sees it.
 type GPU struct {
-	Index        int
+	Index int
+	// Minor is the device node's minor number: /dev/nvidia<Minor>.
+	Minor        int
 	UUID         string
 	Product      string
 	Architecture string
@@ -26,8 +28,8 @@ type GPU struct {
 	PCIBusID              string
 	PCIeRoot              string
 	// NUMANode is -1 when NVML does not know it.
-	NUMANode int
-	DriverVersion         string
+	NUMANode      int
+	DriverVersion string
 	// NVLinks counts active NVLink links; NVLinkVersion is their
 	// generation and NVLinkBandwidthGBps their total bidirectional
 	// bandwidth in GB/s.
@@ -104,6 +106,9 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	var ret nvml.Return
 	if g.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS {
 		return fail("uuid", ret)
+	}
+	if g.Minor, ret = d.GetMinorNumber(); ret != nvml.SUCCESS {
+		return fail("minor number", ret)
 	}
 	if g.Product, ret = d.GetName(); ret != nvml.SUCCESS {
 		return fail("name", ret)

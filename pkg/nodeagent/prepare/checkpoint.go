@@ -1,0 +1,147 @@
+package prepare
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// checkpointVersion is bumped on incompatible changes of the format; an
+// agent refuses a checkpoint of another version rather than guess.
+const checkpointVersion = 1
+
+// Claim is a prepared (or half-prepared) claim as the checkpoint keeps it.
+type Claim struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Prepared is false while prepare is under way: after a crash, the
+	// next prepare or unprepare of the claim finishes or undoes it.
+	Prepared bool     `json:"prepared"`
+	Devices  []Device `json:"devices"`
+}
+
+// Device is one prepared device of a claim.
+type Device struct {
+	Requests []string `json:"requests"`
+	Pool     string   `json:"pool"`
+	Device   string   `json:"device"`
+	ShareID  string   `json:"shareID,omitempty"`
+	// Share is what a share of a shared GPU consumes.
+	Share        *Share   `json:"share,omitempty"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
+	// MIG is the GPU and compute instance created for a MIG placement.
+	MIG *MIGInstance `json:"mig,omitempty"`
+}
+
+// Share is the capacity one share of a shared GPU was allocated.
+type Share struct {
+	MemoryMiB      int64 `json:"memoryMiB,omitempty"`
+	ComputePercent int64 `json:"computePercent,omitempty"`
+}
+
+// MIGInstance identifies a created MIG instance.
+type MIGInstance struct {
+	ParentUUID string `json:"parentUUID"`
+	ProfileID  int    `json:"profileID"`
+	CIProfile  int    `json:"ciProfileID"`
+	Start      int    `json:"start"`
+	// GI and CI are NVML's instance IDs; Created is false while the
+	// agent has recorded the intent but not yet the created instances.
+	GI      uint32 `json:"gi"`
+	CI      uint32 `json:"ci"`
+	Created bool   `json:"created"`
+}
+
+// ID is how NVIDIA's container toolkit names a MIG device.
+func (m MIGInstance) ID() string { return fmt.Sprintf("MIG-%s/%d/%d", m.ParentUUID, m.GI, m.CI) }
+
+type checkpointFile struct {
+	Version  int              `json:"version"`
+	Checksum string           `json:"checksum"`
+	Claims   map[string]Claim `json:"claims"`
+}
+
+func checksum(claims map[string]Claim) (string, error) {
+	data, err := json.Marshal(claims) // map keys are sorted: stable
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// loadCheckpoint reads the checkpoint; a missing file is an empty one.
+func loadCheckpoint(path string) (map[string]Claim, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]Claim{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	var f checkpointFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if f.Version != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads version %d", path, f.Version, checkpointVersion)
+	}
+	if f.Claims == nil {
+		f.Claims = map[string]Claim{}
+	}
+	sum, err := checksum(f.Claims)
+	if err != nil {
+		return nil, err
+	}
+	if sum != f.Checksum {
+		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited)", path)
+	}
+	return f.Claims, nil
+}
+
+// saveCheckpoint replaces the checkpoint atomically: write a temporary
+// file, sync it, rename it over the old one, sync the directory.
+func saveCheckpoint(path string, claims map[string]Claim) error {
+	sum, err := checksum(claims)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(checkpointFile{Version: checkpointVersion, Checksum: sum, Claims: claims}, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("checkpoint directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,116 @@
+package prepare
+
+import (
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+// createMIG creates the GPU instance at the placement and a compute
+// instance spanning it, recording their IDs in m. An instance an
+// interrupted prepare already created at that placement (recorded by
+// intent in the checkpoint) is adopted instead of created twice.
+func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
+	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
+	}
+	info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("MIG profile %s: %s", dev.MIG.Name, nvml.ErrorString(ret))
+	}
+	gi, err := existingGI(gpu, &info, m.Start)
+	if err != nil {
+		return err
+	}
+	if gi == nil {
+		placement := nvml.GpuInstancePlacement{Start: uint32(m.Start), Size: uint32(dev.Placement.Size)}
+		var ret nvml.Return
+		gi, ret = gpu.CreateGpuInstanceWithPlacement(&info, &placement)
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("create GPU instance %s at slice %d: %s", dev.MIG.Name, m.Start, nvml.ErrorString(ret))
+		}
+	}
+	giInfo, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU instance info: %s", nvml.ErrorString(ret))
+	}
+	ciInfo, ret := gi.GetComputeInstanceProfileInfo(m.CIProfile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("compute instance profile %d: %s", m.CIProfile, nvml.ErrorString(ret))
+	}
+	cis, ret := gi.GetComputeInstances(&ciInfo)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("compute instances: %s", nvml.ErrorString(ret))
+	}
+	var ci nvml.ComputeInstance
+	if len(cis) > 0 {
+		ci = cis[0]
+	} else if ci, ret = gi.CreateComputeInstance(&ciInfo); ret != nvml.SUCCESS {
+		return fmt.Errorf("create compute instance: %s", nvml.ErrorString(ret))
+	}
+	cInfo, ret := ci.GetInfo()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("compute instance info: %s", nvml.ErrorString(ret))
+	}
+	m.GI, m.CI, m.Created = giInfo.Id, cInfo.Id, true
+	return nil
+}
+
+func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (nvml.GpuInstance, error) {
+	gis, ret := gpu.GetGpuInstances(info)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU instances: %s", nvml.ErrorString(ret))
+	}
+	for _, gi := range gis {
+		i, ret := gi.GetInfo()
+		if ret == nvml.SUCCESS && int(i.Placement.Start) == start {
+			return gi, nil
+		}
+	}
+	return nil, nil
+}
+
+// destroyMIG destroys the compute and GPU instance; instances already
+// gone (a repeated unprepare, a GPU reset) are no error.
+func (p *Preparer) destroyMIG(m *MIGInstance) error {
+	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
+	}
+	var gi nvml.GpuInstance
+	if m.Created {
+		gi, ret = gpu.GetGpuInstanceById(int(m.GI))
+		if ret == nvml.ERROR_NOT_FOUND {
+			return nil
+		}
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
+		}
+	} else {
+		// Intent recorded, creation interrupted: find what was made.
+		info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("MIG profile %d: %s", m.ProfileID, nvml.ErrorString(ret))
+		}
+		var err error
+		if gi, err = existingGI(gpu, &info, m.Start); err != nil || gi == nil {
+			return err
+		}
+	}
+	ciInfo, ret := gi.GetComputeInstanceProfileInfo(m.CIProfile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret == nvml.SUCCESS {
+		cis, _ := gi.GetComputeInstances(&ciInfo)
+		for _, ci := range cis {
+			if ret := ci.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+				return fmt.Errorf("destroy compute instance: %s", nvml.ErrorString(ret))
+			}
+		}
+	}
+	if ret := gi.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+		return fmt.Errorf("destroy GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package prepare_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/nodeagent/prepare"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+// node is a mock node with its layout and a preparer over it.
+type node struct {
+	lib    *mocknvml.Server
+	layout *resources.Layout
+	dir    string
+	p      *prepare.Preparer
+}
+
+func newNode(t *testing.T, mode config.Mode) *node {
+	t.Helper()
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n1", MIG: mode == config.MIG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DefaultMode = mode
+	layout, err := resources.NewLayout("n1", gpus, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{lib: lib, layout: layout, dir: t.TempDir()}
+	n.restart(t)
+	return n
+}
+
+// restart starts a new preparer on the same node and files, as a
+// restarted agent would.
+func (n *node) restart(t *testing.T) {
+	t.Helper()
+	p, err := prepare.New(n.lib, n.layout, prepare.Options{CheckpointPath: filepath.Join(n.dir, "checkpoint.json"), CDIDir: filepath.Join(n.dir, "cdi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.p = p
+}
+
+func (n *node) gpuInstances(gpu int) int {
+	return len(n.lib.Devices[gpu].(*server.Device).GpuInstances)
+}
+
+type claimBuilder struct{ c *resourceapi.ResourceClaim }
+
+func claim(name string) *claimBuilder {
+	return &claimBuilder{&resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
+	}}
+}
+
+func (b *claimBuilder) device(name string) *claimBuilder {
+	b.c.Status.Allocation.Devices.Results = append(b.c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+		Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: name})
+	return b
+}
+
+func (b *claimBuilder) share(name, mem string) *claimBuilder {
+	id := types.UID("share-" + b.c.Name)
+	b.c.Status.Allocation.Devices.Results = append(b.c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+		Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: name, ShareID: &id,
+		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem), "compute": resource.MustParse("10")}})
+	return b
+}
+
+func (b *claimBuilder) obj() *resourceapi.ResourceClaim { return b.c }
+
+func TestPrepareWholeGPUWritesCDISpec(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	devs, err := n.p.Prepare(ctx, claim("a").device("gpu-3").device("gpu-4").obj())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[0].DeviceName != "gpu-3" || devs[0].PoolName != "n1" || len(devs[0].CDIDeviceIDs) != 1 {
+		t.Fatalf("devices %+v", devs)
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(filepath.Join(n.dir, "cdi")), cdi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cache.GetDevice(devs[0].CDIDeviceIDs[0])
+	if d == nil {
+		t.Fatalf("CDI device %s not found; errors %v", devs[0].CDIDeviceIDs[0], cache.GetErrors())
+	}
+	uuid := n.layout.Devices[3].GPU.UUID
+	spec := d.GetSpec()
+	if env := strings.Join(spec.ContainerEdits.Env, " "); !strings.Contains(env, "NVIDIA_VISIBLE_DEVICES="+uuid+",") {
+		t.Errorf("spec env %q does not make GPU 3 (%s) visible", env, uuid)
+	}
+	if nodes := d.ContainerEdits.DeviceNodes; len(nodes) != 1 || nodes[0].Path != "/dev/nvidia3" {
+		t.Errorf("device nodes %+v, want /dev/nvidia3", nodes)
+	}
+
+	// Prepare twice = same result.
+	again, err := n.p.Prepare(ctx, claim("a").device("gpu-3").device("gpu-4").obj())
+	if err != nil || len(again) != 2 || again[0].CDIDeviceIDs[0] != devs[0].CDIDeviceIDs[0] {
+		t.Errorf("second prepare: %+v, %v", again, err)
+	}
+
+	// Unprepare removes the spec; twice is fine.
+	for range 2 {
+		if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cache.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if cache.GetDevice(devs[0].CDIDeviceIDs[0]) != nil {
+		t.Error("CDI device still there after unprepare")
+	}
+}
+
+func TestPrepareRefusesConflicts(t *testing.T) {
+	tests := []struct {
+		name        string
+		mode        config.Mode
+		first, then *resourceapi.ResourceClaim
+		conflict    bool
+	}{
+		{"same GPU", config.Whole, claim("a").device("gpu-1").obj(), claim("b").device("gpu-1").obj(), true},
+		{"other GPU", config.Whole, claim("a").device("gpu-1").obj(), claim("b").device("gpu-2").obj(), false},
+		{"overlapping MIG placements", config.MIG, claim("a").device("gpu-0-mig-3g40gb-0").obj(), claim("b").device("gpu-0-mig-1g10gb-2").obj(), true},
+		{"disjoint MIG placements", config.MIG, claim("a").device("gpu-0-mig-3g40gb-0").obj(), claim("b").device("gpu-0-mig-3g40gb-4").obj(), false},
+		{"whole GPU over a MIG partition", config.MIG, claim("a").device("gpu-0-mig-1g10gb-6").obj(), claim("b").device("gpu-0").obj(), true},
+		{"two shares of a shared GPU", config.Shared, claim("a").share("gpu-0", "8Gi").obj(), claim("b").share("gpu-0", "16Gi").obj(), false},
+		{"a share and an exclusive use", config.Shared, claim("a").share("gpu-0", "8Gi").obj(), claim("b").device("gpu-0").obj(), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, tc.mode)
+			ctx := context.Background()
+			if _, err := n.p.Prepare(ctx, tc.first); err != nil {
+				t.Fatal(err)
+			}
+			_, err := n.p.Prepare(ctx, tc.then)
+			if !tc.conflict {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, prepare.ErrConflict) || !strings.Contains(err.Error(), "ns/a (uid-a)") || !strings.Contains(err.Error(), "ns/b (uid-b)") {
+				t.Fatalf("error %v: want a conflict naming both claims", err)
+			}
+			// The refused claim left nothing behind.
+			if got := len(n.p.Claims()); got != 1 {
+				t.Errorf("%d claims checkpointed, want 1", got)
+			}
+		})
+	}
+}
+
+func TestPrepareMIGCreatesAndDestroysInstances(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	devs, err := n.p.Prepare(ctx, claim("a").device("gpu-2-mig-3g40gb-4").device("gpu-2-mig-2g20gb-0").obj())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.gpuInstances(2); got != 2 {
+		t.Fatalf("%d GPU instances on GPU 2, want 2", got)
+	}
+	for gi := range n.lib.Devices[2].(*server.Device).GpuInstances {
+		if len(gi.ComputeInstances) != 1 {
+			t.Errorf("GPU instance %d has %d compute instances, want 1", gi.Info.Id, len(gi.ComputeInstances))
+		}
+	}
+	claims := n.p.Claims()
+	if m := claims[0].Devices[0].MIG; m == nil || !m.Created || !strings.HasPrefix(m.ID(), "MIG-GPU-") {
+		t.Errorf("checkpointed MIG instance %+v", m)
+	}
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-2-mig-3g40gb-4").device("gpu-2-mig-2g20gb-0").obj()); err != nil || n.gpuInstances(2) != 2 {
+		t.Errorf("prepare twice: %v, %d instances", err, n.gpuInstances(2))
+	}
+
+	// A restarted agent keeps the claim and does not create it again.
+	n.restart(t)
+	again, err := n.p.Prepare(ctx, claim("a").device("gpu-2-mig-3g40gb-4").device("gpu-2-mig-2g20gb-0").obj())
+	if err != nil || again[0].CDIDeviceIDs[0] != devs[0].CDIDeviceIDs[0] || n.gpuInstances(2) != 2 {
+		t.Fatalf("after restart: %+v, %v, %d instances", again, err, n.gpuInstances(2))
+	}
+	// And it still refuses an overlapping partition.
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-2-mig-4g40gb-0").obj()); !errors.Is(err, prepare.ErrConflict) {
+		t.Errorf("overlap after restart: %v", err)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.gpuInstances(2); got != 0 {
+		t.Errorf("%d GPU instances after unprepare, want 0", got)
+	}
+	if len(n.p.Claims()) != 0 {
+		t.Error("claim still checkpointed after unprepare")
+	}
+}
+
+// A crash after the agent recorded its intent and created the GPU
+// instance, before it recorded the instance: the next prepare adopts it.
+func TestPrepareResumesAfterCrash(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	// A prepare whose MIG creation fails is left recorded as intent.
+	dev := n.lib.Devices[5].(*server.Device)
+	create := dev.CreateGpuInstanceWithPlacementFunc
+	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, p *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+		create(info, p) // created, then the agent "dies" before recording it
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj()); err == nil {
+		t.Fatal("want the injected failure")
+	}
+	dev.CreateGpuInstanceWithPlacementFunc = create
+	n.restart(t)
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.gpuInstances(5); got != 1 {
+		t.Errorf("%d GPU instances, want the one adopted", got)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(5) != 0 {
+		t.Errorf("unprepare: %v, %d instances left", err, n.gpuInstances(5))
+	}
+}
+
+func TestSharesGetTheirLimits(t *testing.T) {
+	n := newNode(t, config.Shared)
+	devs, err := n.p.Prepare(context.Background(), claim("a").share("gpu-0", "16Gi").obj())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs[0].ShareID == nil || *devs[0].ShareID != "share-a" {
+		t.Errorf("share ID %v", devs[0].ShareID)
+	}
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(filepath.Join(n.dir, "cdi")), cdi.WithAutoRefresh(false))
+	d := cache.GetDevice(devs[0].CDIDeviceIDs[0])
+	if d == nil {
+		t.Fatal("no CDI device")
+	}
+	env := strings.Join(d.ContainerEdits.Env, " ")
+	if !strings.Contains(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=10") || !strings.Contains(env, "=16384M") {
+		t.Errorf("share env %q", env)
+	}
+}
+
+func TestPrepareRejectsBadInput(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	other := claim("a").device("gpu-1").obj()
+	other.Status.Allocation.Devices.Results[0].Pool = "n2"
+	for _, tc := range []struct {
+		claim *resourceapi.ResourceClaim
+		want  string
+	}{
+		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", UID: "u"}}, "status.allocation is empty"},
+		{other, `results[0]: pool "n2" is not this node's pool`},
+		{claim("b").device("gpu-9").obj(), `results[0]: device "gpu-9" is not published`},
+	} {
+		if _, err := n.p.Prepare(ctx, tc.claim); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestCheckpointIsCheckedOnLoad(t *testing.T) {
+	n := newNode(t, config.Whole)
+	if _, err := n.p.Prepare(context.Background(), claim("a").device("gpu-1").obj()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(n.dir, "checkpoint.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ edit, want string }{
+		{strings.Replace(string(data), "gpu-1", "gpu-2", 1), "checksum mismatch"},
+		{strings.Replace(string(data), `"version": 1`, `"version": 9`, 1), "version 9"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.edit), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := prepare.New(n.lib, n.layout, prepare.Options{CheckpointPath: path, CDIDir: filepath.Join(n.dir, "cdi")})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("load: %v, want %q", err, tc.want)
+		}
+	}
+}
