@@ -104,3 +104,19 @@ func (s *Server) SetLost(index int, lost bool) {
 	defer s.events.mu.Unlock()
 	s.events.lost[index] = lost
 }
+
+// Registered tells whether some event set receives Xid events of GPU index.
+func (s *Server) Registered(index int) bool {
+	d := s.Devices[index]
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	for _, set := range s.events.sets {
+		set.mu.Lock()
+		types := set.registered[d]
+		set.mu.Unlock()
+		if types&nvml.EventTypeXidCriticalError != 0 {
+			return true
+		}
+	}
+	return false
+}

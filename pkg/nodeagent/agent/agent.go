@@ -1,0 +1,244 @@
+// Package agent is the gputopo node agent: it discovers the node's GPUs
+// through NVML, publishes them as ResourceSlices through the kubeletplugin
+// helper's resourceslice controller, serves the kubelet's DRA gRPC
+// service (prepare and unprepare), and republishes with taints when a GPU
+// turns unhealthy.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
+	"github.com/gputopo/gputopo/pkg/nodeagent/health"
+	"github.com/gputopo/gputopo/pkg/nodeagent/prepare"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+// Options of an agent.
+type Options struct {
+	NodeName   string
+	Config     config.Config
+	NVML       nvml.Interface
+	KubeClient kubernetes.Interface
+	// PCIeRoot maps a PCI bus ID to its root complex (sysfs on a real
+	// node); nil leaves the attribute out.
+	PCIeRoot func(busID string) (string, error)
+	// PluginDir is the kubelet plugin's data directory (its DRA socket
+	// and the checkpoint); RegistrarDir the kubelet's plugin registry.
+	PluginDir    string
+	RegistrarDir string
+	// CDIDir receives the claims' CDI specs.
+	CDIDir string
+	// ProbeInterval of the health monitor; 0 = its default.
+	ProbeInterval time.Duration
+}
+
+// Agent runs on one node.
+type Agent struct {
+	opts     Options
+	layout   *resources.Layout
+	preparer *prepare.Preparer
+	monitor  *health.Monitor
+	helper   *kubeletplugin.Helper
+	cancel   context.CancelCauseFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	healthy chan struct{} // closed and replaced when taints change
+	fatal   error
+}
+
+var _ kubeletplugin.DRAPlugin = (*Agent)(nil)
+
+// Start discovers, publishes and serves until Stop or ctx ends.
+func Start(ctx context.Context, o Options) (*Agent, error) {
+	logger := klog.FromContext(ctx)
+	if o.NodeName == "" {
+		return nil, errors.New("node agent: node name is required")
+	}
+	for _, dir := range []string{o.PluginDir, o.RegistrarDir, o.CDIDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("node agent: %w", err)
+		}
+	}
+	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot})
+	if err != nil {
+		return nil, fmt.Errorf("node agent: discover GPUs: %w", err)
+	}
+	layout, err := resources.NewLayout(o.NodeName, gpus, o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	preparer, err := prepare.New(o.NVML, layout, prepare.Options{
+		CheckpointPath: filepath.Join(o.PluginDir, "checkpoint.json"), CDIDir: o.CDIDir})
+	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	uuids := make([]string, len(gpus))
+	for i, g := range gpus {
+		uuids[i] = g.UUID
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	a := &Agent{opts: o, layout: layout, preparer: preparer, cancel: cancel, healthy: make(chan struct{}),
+		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval})}
+	helper, err := kubeletplugin.Start(ctx, a,
+		kubeletplugin.DriverName(o.Config.DriverName),
+		kubeletplugin.NodeName(o.NodeName),
+		kubeletplugin.KubeClient(o.KubeClient),
+		kubeletplugin.PluginDataDirectoryPath(o.PluginDir),
+		kubeletplugin.RegistrarDirectoryPath(o.RegistrarDir),
+	)
+	if err != nil {
+		cancel(err)
+		preparer.Close()
+		return nil, fmt.Errorf("node agent: start kubelet plugin: %w", err)
+	}
+	a.helper = helper
+	if err := a.publish(ctx); err != nil {
+		a.Stop()
+		return nil, err
+	}
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		if err := a.monitor.Run(ctx); err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Health monitor stopped")
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.republishOnHealthChanges(ctx)
+	}()
+	logger.Info("Node agent started", "node", o.NodeName, "driver", o.Config.DriverName, "gpus", len(gpus), "devices", len(layout.Devices))
+	return a, nil
+}
+
+// Layout is what the agent publishes.
+func (a *Agent) Layout() *resources.Layout { return a.layout }
+
+// Preparer applies allocations on the node.
+func (a *Agent) Preparer() *prepare.Preparer { return a.preparer }
+
+// Err is the fatal error that stopped the agent, if any.
+func (a *Agent) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fatal
+}
+
+// Stop stops serving and publishing; published slices stay (the kubelet
+// removes them when the plugin unregisters, or the node goes away).
+func (a *Agent) Stop() {
+	a.cancel(errors.New("node agent stopped"))
+	a.helper.Stop()
+	a.wg.Wait()
+	a.preparer.Close()
+}
+
+func (a *Agent) publish(ctx context.Context) error {
+	if err := a.helper.PublishResources(ctx, a.layout.Resources(a.monitor.Taints())); err != nil {
+		return fmt.Errorf("node agent: publish ResourceSlices: %w", err)
+	}
+	return nil
+}
+
+func (a *Agent) republishOnHealthChanges(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.monitor.Changed():
+		}
+		if err := a.publish(ctx); err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Republishing after a health change")
+		}
+		a.mu.Lock()
+		close(a.healthy)
+		a.healthy = make(chan struct{})
+		a.mu.Unlock()
+	}
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (a *Agent) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := a.preparer.Prepare(ctx, c)
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs, Err: err}
+	}
+	return out, nil
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (a *Agent) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		out[c.UID] = a.preparer.Unprepare(ctx, c.UID)
+	}
+	return out, nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: publishing errors are
+// logged; a fatal one stops the agent (its process then exits, and the
+// DaemonSet restarts it).
+func (a *Agent) HandleError(ctx context.Context, err error, msg string) {
+	utilruntime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		a.mu.Lock()
+		a.fatal = fmt.Errorf("%s: %w", msg, err)
+		a.mu.Unlock()
+		a.cancel(err)
+	}
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: the kubelet
+// learns each device's health (shown in the pod status), refreshed well
+// within its timeout and at once on change.
+func (a *Agent) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	for {
+		a.mu.Lock()
+		changed := a.healthy
+		a.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- a.healthReport():
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+func (a *Agent) healthReport() kubeletplugin.DeviceHealthReport {
+	taints := a.monitor.Taints()
+	now := time.Now()
+	var r kubeletplugin.DeviceHealthReport
+	for _, d := range a.layout.Devices {
+		h := kubeletplugin.DeviceHealth{PoolName: a.layout.Pool(), DeviceName: d.Name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if t, ok := taints[d.GPU.UUID]; ok {
+			h.Health = kubeletplugin.HealthStatusUnhealthy
+			h.Message = fmt.Sprintf("GPU %s: %s (%s)", d.GPU.UUID, t.Value, t.Effect)
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r
+}
