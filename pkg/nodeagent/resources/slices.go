@@ -189,4 +189,3 @@ func semver(v string) string {
 	}
 	return strings.Join(parts[:3], ".")
 }
-
