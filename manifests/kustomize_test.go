@@ -3,6 +3,7 @@
 package manifests
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
 
 func TestKustomizationsBuild(t *testing.T) {
@@ -21,6 +24,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
 		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass"}, 1},
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
+		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
 		{"examples/pods", []string{"Pod"}, 0},
 	}
@@ -38,6 +42,20 @@ func TestKustomizationsBuild(t *testing.T) {
 			var kinds []string
 			for _, r := range res.Resources() {
 				kinds = append(kinds, r.GetKind())
+				if r.GetKind() == "ClusterRole" || r.GetKind() == "Role" {
+					if y, _ := r.AsYAML(); strings.Contains(string(y), "'*'") || strings.Contains(string(y), "\"*\"") {
+						t.Errorf("%s %s has a wildcard", r.GetKind(), r.GetName())
+					}
+				}
+				if agent, ok := r.GetDataMap()["nodeagent.yaml"]; ok {
+					path := filepath.Join(t.TempDir(), "nodeagent.yaml")
+					if err := os.WriteFile(path, []byte(agent), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := config.Load(path); err != nil {
+						t.Errorf("node agent ConfigMap: %v", err)
+					}
+				}
 				if r.GetKind() == "ConfigMap" {
 					data := r.GetDataMap()["scheduler-config.yaml"]
 					if n := countProfiles(data); n != tc.profiles {

@@ -41,17 +41,18 @@ type cluster struct {
 	t          *testing.T
 	ctx        context.Context
 	client     kubernetes.Interface
+	config     *rest.Config
 	kubeconfig string
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	server := kubeapiservertesting.StartTestServerOrDie(t, nil, []string{
+	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append([]string{
 		"--runtime-config=resource.k8s.io/v1=true",
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-	}, framework.SharedEtcd())
+	}, apiserverFlags...), framework.SharedEtcd())
 	t.Cleanup(func() {
 		cancel()
 		server.TearDownFn()
@@ -59,7 +60,7 @@ func startCluster(t *testing.T) *cluster {
 	cfg := rest.CopyConfig(server.ClientConfig)
 	cfg.QPS, cfg.Burst = 500, 1000
 	client := kubernetes.NewForConfigOrDie(cfg)
-	c := &cluster{t: t, ctx: ctx, client: client, kubeconfig: writeKubeconfig(t, cfg)}
+	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg)}
 
 	// The resourceclaim controller turns templates into claims.
 	factory := informers.NewSharedInformerFactory(client, 0)

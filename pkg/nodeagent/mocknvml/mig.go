@@ -79,3 +79,11 @@ func realMIGPlacements(dev *server.Device) {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 }
+
+// GPUInstances counts the MIG GPU instances on GPU index.
+func (s *Server) GPUInstances(index int) int {
+	dev := s.Devices[index].(*server.Device)
+	dev.RLock()
+	defer dev.RUnlock()
+	return len(dev.GpuInstances)
+}

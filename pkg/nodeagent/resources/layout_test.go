@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -53,6 +54,13 @@ func poolOf(t *testing.T, l *resources.Layout, taints map[string]resources.Taint
 	for _, d := range devs {
 		if n := len(d.Attributes) + len(d.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
 			t.Errorf("%s: %d attributes and capacities", d.Name, n)
+		}
+		for k, a := range d.Attributes {
+			if a.VersionValue != nil {
+				if _, err := semver.Parse(*a.VersionValue); err != nil {
+					t.Errorf("%s: %s %q is no semantic version: %v", d.Name, k, *a.VersionValue, err)
+				}
+			}
 		}
 		if strings.ContainsAny(d.Name, ".+") {
 			t.Errorf("device name %q not a DNS label", d.Name)

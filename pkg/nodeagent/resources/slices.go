@@ -2,6 +2,7 @@ package resources
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,7 +179,9 @@ func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttrib
 
 func integer(n int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &n} }
 
-// semver pads "9.0" to "9.0.0"; "550.54.15" stays.
+// semver makes NVIDIA's versions semantic versions: "9.0" becomes
+// "9.0.0", "560.28.03" becomes "560.28.3" (semver forbids leading zeros).
+// Anything else is left out ("").
 func semver(v string) string {
 	if v == "" {
 		return ""
@@ -186,6 +189,13 @@ func semver(v string) string {
 	parts := strings.Split(v, ".")
 	for len(parts) < 3 {
 		parts = append(parts, "0")
+	}
+	for i, p := range parts[:3] {
+		n, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return ""
+		}
+		parts[i] = strconv.FormatUint(n, 10)
 	}
 	return strings.Join(parts[:3], ".")
 }

@@ -1,0 +1,122 @@
+// Command nodeagent is gputopo's node agent, run by a DaemonSet on GPU
+// nodes (manifests/nodeagent): it publishes the node's GPUs as
+// ResourceSlices and prepares allocated claims for the kubelet. With
+// --nvml=mock:<shape> it simulates a node without a GPU.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		klog.ErrorS(err, "Node agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	nodeName, configPath, nvmlSource, kubeconfig string
+	pluginDir, registrarDir, cdiDir, sysRoot     string
+	mock                                         mocknvml.Options
+	probe                                        time.Duration
+}
+
+func parse(args []string) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
+	fs.StringVar(&f.configPath, "config", "", "agent configuration file (YAML, see docs/nodeagent.md); empty uses the defaults")
+	fs.StringVar(&f.nvmlSource, "nvml", "real", `"real" (the driver's libnvidia-ml) or "mock:<shape>" (`+fmt.Sprint(mocknvml.Shapes)+`)`)
+	fs.BoolVar(&f.mock.MIG, "mock-mig", false, "mock NVML: MIG mode on")
+	fs.StringVar(&f.mock.Rack, "mock-rack", "", "mock NVML: GB200 NVL72 rack of this tray")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty uses the in-cluster service account")
+	fs.StringVar(&f.pluginDir, "plugin-dir", "", "kubelet plugin data directory (default /var/lib/kubelet/plugins/<driver>)")
+	fs.StringVar(&f.registrarDir, "registrar-dir", kubeletplugin.KubeletRegistryDir, "kubelet plugin registry directory")
+	fs.StringVar(&f.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&f.sysRoot, "sysfs-root", "/", "root under which /sys is found, for PCIe roots")
+	fs.DurationVar(&f.probe, "health-probe-interval", 5*time.Second, "how often GPUs are probed")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if f.nodeName == "" {
+		return f, errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	f.mock.Name = f.nodeName
+	return f, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	f, err := parse(args)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(f.configPath)
+	if err != nil {
+		return err
+	}
+	lib, err := agent.OpenNVML(f.nvmlSource, f.mock)
+	if err != nil {
+		return err
+	}
+	restConfig, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("kube client: %w", err)
+	}
+	if f.pluginDir == "" {
+		f.pluginDir = path.Join(kubeletplugin.KubeletPluginsDir, cfg.DriverName)
+	}
+	o := agent.Options{NodeName: f.nodeName, Config: cfg, NVML: lib, KubeClient: client,
+		PluginDir: f.pluginDir, RegistrarDir: f.registrarDir, CDIDir: f.cdiDir, ProbeInterval: f.probe}
+	if f.nvmlSource == "real" {
+		o.PCIeRoot = agent.SysfsPCIeRoot(f.sysRoot)
+	}
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	a.Stop()
+	return a.Err()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster config (use --kubeconfig outside a pod): %w", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	return c, nil
+}

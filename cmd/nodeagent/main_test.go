@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Errors a platform engineer meets first say what to fix.
+func TestStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	badConfig := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badConfig, []byte("defaultMode: partitioned\ngpus:\n- mode: mig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(dir, "p"), "--registrar-dir", filepath.Join(dir, "r"), "--cdi-dir", filepath.Join(dir, "cdi")}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--nvml", "mock:dgxa100"}, []string{"--node-name"}},
+		{[]string{"--node-name", "n", "--nvml", "mock:dgx9000"}, []string{`unknown mock shape "dgx9000"`, "dgxh100"}},
+		{[]string{"--node-name", "n", "--nvml", "cuda"}, []string{`--nvml="cuda"`}},
+		{[]string{"--node-name", "n", "--config", badConfig}, []string{"defaultMode", "partitioned", "gpus[0]"}},
+		// No NVIDIA driver on this machine: the real library is absent.
+		{append([]string{"--node-name", "n", "--nvml", "real"}, common...), []string{"NVML not available"}},
+		{append([]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-mig=false", "--config", writeConfig(t, dir, "defaultMode: mig\n")}, common...), []string{"GPU 0", "MIG mode is off"}},
+	}
+	for _, tc := range tests {
+		err := run(context.Background(), tc.args)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("run %v: error %v, want it to mention %q", tc.args, err, w)
+			}
+		}
+	}
+}
+
+func writeConfig(t *testing.T, dir, body string) string {
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

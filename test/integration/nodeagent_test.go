@@ -1,0 +1,269 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+const agentUser = "system:serviceaccount:gputopo-system:gputopo-nodeagent"
+
+// agentClient is the node agent's service account as a pod on node sees
+// it: its bound token carries the node name.
+func (c *cluster) agentClient(node string) kubernetes.Interface {
+	cfg := rest.CopyConfig(c.config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: agentUser,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:gputopo-system", "system:authenticated"},
+	}
+	if node != "" {
+		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+type simNode struct {
+	name  string
+	shape mocknvml.Shape
+	mode  config.Mode
+	rack  string
+}
+
+// startAgent runs a node agent in mock mode for the node, with the
+// manifests' RBAC and admission policy applying to it.
+func (c *cluster) startAgent(n simNode) (*agent.Agent, *mocknvml.Server) {
+	c.t.Helper()
+	lib, err := mocknvml.NewWith(n.shape, mocknvml.Options{Name: n.name, Rack: n.rack, MIG: n.mode == config.MIG})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DefaultMode = n.mode
+	cfg.Health.RecoverAfter = metav1.Duration{Duration: time.Second}
+	dir := c.t.TempDir()
+	a, err := agent.Start(c.ctx, agent.Options{
+		NodeName: n.name, Config: cfg, NVML: lib, KubeClient: c.agentClient(n.name),
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		ProbeInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		c.t.Fatalf("agent of %s: %v", n.name, err)
+	}
+	c.t.Cleanup(a.Stop)
+	return a, lib
+}
+
+// poolDevices counts the devices the API server holds for a node's pool.
+func (c *cluster) poolDevices(node string) (devices, tainted int) {
+	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if ptr.Deref(s.Spec.NodeName, "") != node {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			devices++
+			if len(d.Taints) > 0 {
+				tainted++
+			}
+		}
+	}
+	return devices, tainted
+}
+
+// Node agents in mock mode publish through the real API server (its
+// validation, the manifests' RBAC and admission policy), the scheduler
+// allocates from their slices, the agents prepare what it allocated, and
+// a GPU error keeps new claims off the GPU until it recovers.
+func TestNodeAgentsWithTheScheduler(t *testing.T) {
+	c := startCluster(t, "--authorization-mode=RBAC")
+	c.apply("../../manifests/nodeagent", "")
+	c.deviceClasses()
+	nodes := []simNode{
+		{"dgx-h100", mocknvml.DGXH100, config.Whole, ""},
+		{"pcie-pairs", mocknvml.PCIePairs, config.Whole, ""},
+		{"a100-mig", mocknvml.DGXA100, config.MIG, ""},
+		{"gb200-1", mocknvml.GB200Tray, config.Whole, "rack-1"},
+		{"gb200-2", mocknvml.GB200Tray, config.Whole, "rack-1"},
+		{"h200-shared", mocknvml.DGXH200, config.Shared, ""},
+	}
+	agents := map[string]*agent.Agent{}
+	libs := map[string]*mocknvml.Server{}
+	for _, n := range nodes {
+		c.node(n.name, nil)
+		agents[n.name], libs[n.name] = c.startAgent(n)
+	}
+	for _, n := range nodes {
+		want := len(agents[n.name].Layout().Devices)
+		c.waitFor("slices of "+n.name, 30*time.Second, func() (bool, error) {
+			got, _ := c.poolDevices(n.name)
+			return got == want, nil
+		})
+	}
+
+	t.Run("admission policy keeps agents to their node", func(t *testing.T) {
+		other := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "forged"},
+			Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("pcie-pairs"),
+				Pool: resourceapi.ResourcePool{Name: "pcie-pairs", ResourceSliceCount: 1}},
+		}
+		fromDGX := c.agentClient("dgx-h100")
+		// The policy takes effect once the API server has loaded it.
+		c.waitFor("forged slice denied", 30*time.Second, func() (bool, error) {
+			_, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{})
+			if err == nil {
+				_ = c.client.ResourceV1().ResourceSlices().Delete(c.ctx, "forged", metav1.DeleteOptions{})
+				return false, nil
+			}
+			if !strings.Contains(err.Error(), "the node agent of node dgx-h100 may not write ResourceSlices of node pcie-pairs") {
+				return false, fmt.Errorf("unexpected error: %w", err)
+			}
+			return true, nil
+		})
+		list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list.Items {
+			if ptr.Deref(s.Spec.NodeName, "") == "pcie-pairs" {
+				if err := fromDGX.ResourceV1().ResourceSlices().Delete(c.ctx, s.Name, metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "may not write") {
+					t.Errorf("agent of dgx-h100 deleting a slice of pcie-pairs: %v", err)
+				}
+				break
+			}
+		}
+		if _, err := c.agentClient("").ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "no node in the request's credentials") {
+			t.Errorf("agent without a node: %v", err)
+		}
+		// Least privilege: the agent cannot touch what it does not need.
+		if _, err := fromDGX.ResourceV1().DeviceClasses().List(c.ctx, metav1.ListOptions{}); err == nil {
+			t.Error("the agent's service account can list DeviceClasses")
+		}
+	})
+
+	c.startSchedulerWith(gputopoOnly)
+	const ns = "default"
+	c.create(
+		withSelector(gpuTemplate(ns, "tp8-h100", "gpu.nvidia.com", 8), "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"),
+		withSelector(gpuTemplate(ns, "pair-nvl", "gpu.nvidia.com", 2), "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 NVL'"),
+		withSelector(gpuTemplate(ns, "gb200-4", "gpu.nvidia.com", 4), "has(device.attributes['gpu.nvidia.com'].cliqueID)"),
+		// The DRA article's selector: an int memory attribute in MiB.
+		withSelector(gpuTemplate(ns, "big-memory", "gpu.nvidia.com", 1), "device.attributes['gpu.nvidia.com'].memory >= 180000"),
+		migTemplate(ns, "3g.20gb"), migTemplate(ns, "1g.5gb"),
+		sharedTemplate(ns, "share-12gi", "12Gi"),
+	)
+	c.create(
+		podWithTemplate(ns, "tp8", "tp8-h100", "gputopo-scheduler"),
+		podWithTemplate(ns, "pair", "pair-nvl", "gputopo-scheduler"),
+		podWithTemplate(ns, "gb200", "gb200-4", "gputopo-scheduler"),
+		podWithTemplate(ns, "big", "big-memory", "gputopo-scheduler"),
+		podWithTemplate(ns, "mig-3g", "mig-3g20gb", "gputopo-scheduler"),
+		podWithTemplate(ns, "mig-1g", "mig-1g5gb", "gputopo-scheduler"),
+		podWithTemplate(ns, "share-a", "share-12gi", "gputopo-scheduler"),
+		podWithTemplate(ns, "share-b", "share-12gi", "gputopo-scheduler"),
+	)
+	pods := c.waitScheduled(ns, "tp8", "pair", "gb200", "big", "mig-3g", "mig-1g", "share-a", "share-b")
+	byPod := c.devicesByPod(ns)
+	wantNode := map[string]string{"tp8": "dgx-h100", "pair": "pcie-pairs", "mig-3g": "a100-mig", "mig-1g": "a100-mig", "share-a": "h200-shared", "share-b": "h200-shared"}
+	for pod, node := range wantNode {
+		if pods[pod].Spec.NodeName != node {
+			t.Errorf("pod %s on %s, want %s", pod, pods[pod].Spec.NodeName, node)
+		}
+	}
+	if n := pods["gb200"].Spec.NodeName; !strings.HasPrefix(n, "gb200-") {
+		t.Errorf("GB200 pod on %s", n)
+	}
+	if got := c.linkClass(byPod["pair"]); got != topology.LinkNVLink {
+		t.Errorf("2 GPUs on the NVLink-pair node: link class %s (%v), want nvlink", got, byPod["pair"])
+	}
+	if got := c.linkClass(byPod["tp8"]); got != topology.LinkNVLink {
+		t.Errorf("8 GPUs on the DGX: link class %s, want nvlink (NVSwitch)", got)
+	}
+	if byPod["share-a"][0] != byPod["share-b"][0] {
+		t.Errorf("shares on %v and %v: want packed on one GPU", byPod["share-a"], byPod["share-b"])
+	}
+	c.checkNoDoubleBooking()
+
+	// The kubelet's part: each node's agent prepares what was allocated
+	// there; MIG partitions become GPU instances on the (mock) GPU.
+	for name, pod := range pods {
+		claim := c.claimOf(pod, "dev")
+		res, err := agents[pod.Spec.NodeName].PrepareResourceClaims(c.ctx, []*resourceapi.ResourceClaim{claim})
+		if err != nil || res[claim.UID].Err != nil {
+			t.Fatalf("prepare %s on %s: %v %v", name, pod.Spec.NodeName, err, res[claim.UID].Err)
+		}
+	}
+	instances := 0
+	for i := range libs["a100-mig"].Devices {
+		instances += libs["a100-mig"].GPUInstances(i)
+	}
+	if instances != 2 {
+		t.Errorf("%d MIG GPU instances on a100-mig after preparing two MIG claims, want 2", instances)
+	}
+
+	// Health: Xids on every GPU of the DGX but gpu-0 taint them; a new
+	// 1-GPU pod for the DGX lands on gpu-0, the next one waits until the
+	// errors stop and the taints are lifted.
+	tp8 := c.claimOf(pods["tp8"], "dev")
+	if err := c.client.CoreV1().Pods(ns).Delete(c.ctx, "tp8", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := agents["dgx-h100"].UnprepareResourceClaims(c.ctx, []kubeletplugin.NamespacedObject{{UID: tp8.UID}}); err != nil || res[tp8.UID] != nil {
+		t.Fatalf("unprepare tp8: %v %v", err, res[tp8.UID])
+	}
+	dgx := libs["dgx-h100"]
+	for i := range 8 {
+		for !dgx.Registered(i) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ctx, stopErrors := context.WithCancel(c.ctx)
+	defer stopErrors()
+	go func() {
+		for ctx.Err() == nil {
+			for i := 1; i < 8; i++ {
+				dgx.InjectXid(i, 92) // NoSchedule; lifted after 1s without errors here
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	c.waitFor("7 GPUs tainted", 30*time.Second, func() (bool, error) {
+		_, tainted := c.poolDevices("dgx-h100")
+		return tainted == 7, nil
+	})
+	c.create(gpuTemplate(ns, "one-gpu", "gpu.nvidia.com", 1))
+	c.create(podOn(ns, "h1", "one-gpu", "gputopo-scheduler", "dgx-h100"))
+	h1 := c.waitScheduled(ns, "h1")["h1"]
+	if got := devicesOf(c.claimOf(h1, "dev")); len(got) != 1 || got[0] != "gpu-0" {
+		t.Errorf("h1 got %v, want the healthy gpu-0", got)
+	}
+	c.create(podOn(ns, "h2", "one-gpu", "gputopo-scheduler", "dgx-h100"))
+	c.waitFor("h2 pending", 30*time.Second, func() (bool, error) {
+		return c.schedulingMessage(ns, "h2") != "", nil
+	})
+	t.Logf("h2 pending while 7 GPUs are tainted: %s", c.schedulingMessage(ns, "h2"))
+	stopErrors()
+	c.waitFor("taints lifted", 30*time.Second, func() (bool, error) {
+		_, tainted := c.poolDevices("dgx-h100")
+		return tainted == 0, nil
+	})
+	c.waitScheduled(ns, "h2")
+	c.checkNoDoubleBooking()
+}
