@@ -10,9 +10,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Slices as a gputopo node agent publishes them (driver gpu.nvidia.com,
-// NVIDIA-compatible attributes plus topology). The agent itself comes
-// with its own issue; these builders write the same shape directly.
+// Slices in the shape gputopo's node agent publishes (driver
+// gpu.nvidia.com, NVIDIA-compatible attributes plus topology), written
+// directly so that scheduling tests can use node shapes the mocks lack
+// (L40S, 2-GPU MIG nodes) and start in milliseconds.
+// TestNodeAgentsWithTheScheduler runs the agents themselves.
 
 const driver = "gpu.nvidia.com"
 

@@ -1,0 +1,54 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+)
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name, body string
+		wantErr    []string
+		check      func(config.Config) bool
+	}{
+		{"defaults", "", nil, func(c config.Config) bool {
+			return c.DriverName == "gpu.nvidia.com" && c.DefaultMode == config.Whole && c.Shared.DefaultMemory.String() == "8Gi"
+		}},
+		{"rules", "defaultMode: shared\ngpus:\n- product: A100\n  mode: mig\n- indexes: [7]\n  mode: whole\n", nil, func(c config.Config) bool {
+			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
+		}},
+		{"unknown field", "mode: whole\n", []string{`unknown field "mode"`}, nil},
+		{"bad values", "driverName: GPU_NVIDIA\ndefaultMode: all\ngpus:\n- mode: mig\n- indexes: [-1]\n  mode: whole\nshared:\n  defaultComputePercent: 0\nhealth:\n  recoverAfter: 0s\n",
+			[]string{"driverName", "defaultMode", "gpus[0]", "gpus[1].indexes[0]", "shared.defaultComputePercent", "health.recoverAfter"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.body != "" {
+				path = filepath.Join(t.TempDir(), "c.yaml")
+				if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := config.Load(path)
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to name %q", err, w)
+				}
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil && !tc.check(c) {
+				t.Errorf("config %+v", c)
+			}
+		})
+	}
+	if _, err := config.Load("/nonexistent/c.yaml"); err == nil {
+		t.Error("missing file: no error")
+	}
+}
