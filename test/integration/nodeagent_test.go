@@ -100,6 +100,7 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		{"dgx-h100", mocknvml.DGXH100, config.Whole, ""},
 		{"pcie-pairs", mocknvml.PCIePairs, config.Whole, ""},
 		{"a100-mig", mocknvml.DGXA100, config.MIG, ""},
+		{"h100-mig", mocknvml.DGXH100, config.MIG, ""},
 		{"gb200-1", mocknvml.GB200Tray, config.Whole, "rack-1"},
 		{"gb200-2", mocknvml.GB200Tray, config.Whole, "rack-1"},
 		{"h200-shared", mocknvml.DGXH200, config.Shared, ""},
@@ -160,6 +161,8 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 
 	c.startSchedulerWith(gputopoOnly)
 	const ns = "default"
+	// The DRA article's templates, as shipped in manifests/examples.
+	c.apply("../../manifests/examples", ns)
 	c.create(
 		withSelector(gpuTemplate(ns, "tp8-h100", "gpu.nvidia.com", 8), "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"),
 		withSelector(gpuTemplate(ns, "pair-nvl", "gpu.nvidia.com", 2), "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 NVL'"),
@@ -178,14 +181,20 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		podWithTemplate(ns, "mig-1g", "mig-1g5gb", "gputopo-scheduler"),
 		podWithTemplate(ns, "share-a", "share-12gi", "gputopo-scheduler"),
 		podWithTemplate(ns, "share-b", "share-12gi", "gputopo-scheduler"),
+		podWithTemplate(ns, "article-gpu", "gpu-claim-template", "gputopo-scheduler"),
+		podWithTemplate(ns, "article-mig", "mig-partition-template", "gputopo-scheduler"),
 	)
-	pods := c.waitScheduled(ns, "tp8", "pair", "gb200", "big", "mig-3g", "mig-1g", "share-a", "share-b")
+	pods := c.waitScheduled(ns, "tp8", "pair", "gb200", "big", "mig-3g", "mig-1g", "share-a", "share-b", "article-gpu", "article-mig")
 	byPod := c.devicesByPod(ns)
 	wantNode := map[string]string{"tp8": "dgx-h100", "pair": "pcie-pairs", "mig-3g": "a100-mig", "mig-1g": "a100-mig", "share-a": "h200-shared", "share-b": "h200-shared"}
 	for pod, node := range wantNode {
 		if pods[pod].Spec.NodeName != node {
 			t.Errorf("pod %s on %s, want %s", pod, pods[pod].Spec.NodeName, node)
 		}
+	}
+	// 1g.10gb: the double-memory 1g of the A100 40GB or the plain 1g of the H100.
+	if d := byPod["article-mig"]; len(d) != 1 || !strings.Contains(d[0], "-mig-1g10gb-") {
+		t.Errorf("article's MIG claim got %v, want a 1g.10gb partition", d)
 	}
 	if n := pods["gb200"].Spec.NodeName; !strings.HasPrefix(n, "gb200-") {
 		t.Errorf("GB200 pod on %s", n)
@@ -211,11 +220,13 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		}
 	}
 	instances := 0
-	for i := range libs["a100-mig"].Devices {
-		instances += libs["a100-mig"].GPUInstances(i)
+	for _, node := range []string{"a100-mig", "h100-mig"} {
+		for i := range libs[node].Devices {
+			instances += libs[node].GPUInstances(i)
+		}
 	}
-	if instances != 2 {
-		t.Errorf("%d MIG GPU instances on a100-mig after preparing two MIG claims, want 2", instances)
+	if instances != 3 {
+		t.Errorf("%d MIG GPU instances after preparing three MIG claims, want 3", instances)
 	}
 
 	// Health: Xids on every GPU of the DGX but gpu-0 taint them; a new
