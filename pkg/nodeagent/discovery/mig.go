@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -78,7 +79,7 @@ func migProfiles(d nvml.Device, g *GPU) error {
 		}
 		p := MIGProfile{
 			ID: id, CIProfileID: computeProfileFor[int(info.SliceCount)],
-			Name:          fmt.Sprintf("%dg.%dgb", info.SliceCount, (info.MemorySizeMB+512)/1024),
+			Name:          fmt.Sprintf("%dg.%dgb", info.SliceCount, profileGB(info.MemorySizeMB, g.MemoryMiB)),
 			ComputeSlices: int(info.SliceCount), Multiprocessors: int(info.MultiprocessorCount),
 			MemoryMiB: int64(info.MemorySizeMB),
 		}
@@ -89,6 +90,19 @@ func migProfiles(d nvml.Device, g *GPU) error {
 		g.MIGProfiles = append(g.MIGProfiles, p)
 	}
 	return nil
+}
+
+// profileGB is the memory figure in a MIG profile's name, as NVIDIA's
+// tools derive it: the profile's share of the GPU's memory rounded to
+// eighths, times the GPU's memory in whole GB. (Dividing the profile's
+// MiB by 1024 gives 39 for the A100 40GB's 7g.40gb.)
+func profileGB(profileMiB uint64, gpuMiB int64) int64 {
+	if gpuMiB <= 0 {
+		return int64(math.Round(float64(profileMiB) / 1024))
+	}
+	eighths := math.Round(float64(profileMiB) / float64(gpuMiB) * 8)
+	totalGB := float64((gpuMiB + 1023) / 1024)
+	return int64(math.Round(eighths / 8 * totalGB))
 }
 
 // MemorySlices is how many memory slices the GPU has: the end of its

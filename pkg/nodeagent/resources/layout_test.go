@@ -186,20 +186,30 @@ func TestMIGPartitionsAreRealPlacements(t *testing.T) {
 	}
 }
 
-func TestMIGNamesMatchTheArticle(t *testing.T) {
-	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
-	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, d := range l.Devices {
-		if d.MIG != nil && d.GPU.Index == 0 && d.Placement.Start == 0 {
-			names = append(names, d.MIG.Name)
+// Profile names as nvidia-smi prints them (the DRA article selects
+// partitionSize == '1g.10gb').
+func TestMIGProfileNames(t *testing.T) {
+	for shape, want := range map[mocknvml.Shape]string{
+		mocknvml.DGXA100:   "1g.5gb 1g.10gb 2g.10gb 3g.20gb 4g.20gb 7g.40gb",
+		mocknvml.DGXH100:   "1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+		mocknvml.DGXH200:   "1g.18gb 1g.35gb 2g.35gb 3g.71gb 4g.71gb 7g.141gb",
+		mocknvml.DGXB200:   "1g.23gb 1g.45gb 2g.45gb 3g.90gb 4g.90gb 7g.180gb",
+		mocknvml.GB200Tray: "1g.23gb 1g.47gb 2g.47gb 3g.93gb 4g.93gb 7g.186gb",
+	} {
+		gpus := discover(t, shape, mocknvml.Options{MIG: true})
+		l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got := strings.Join(names, " "); got != "1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb" {
-		t.Errorf("profiles %s", got)
+		var names []string
+		for _, d := range l.Devices {
+			if d.MIG != nil && d.GPU.Index == 0 && d.Placement.Start == 0 {
+				names = append(names, d.MIG.Name)
+			}
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("%s: profiles %s, want %s", shape, got, want)
+		}
 	}
 }
 

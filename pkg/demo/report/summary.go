@@ -1,0 +1,154 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// WriteSummary writes the comparison as an aligned terminal table, one
+// column per scheduler, followed by the published reference figures and
+// the notes.
+func WriteSummary(w io.Writer, r Report) error {
+	var b strings.Builder
+	b.WriteString(plain(heading(r)) + "\n")
+	if !r.Generated.IsZero() {
+		fmt.Fprintf(&b, "generated %s\n", r.Generated.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n")
+
+	// Labels left-aligned, figures right-aligned on their last digit,
+	// three spaces between columns; widths count runes, not bytes.
+	grid := [][]string{append([]string{""}, names(r.Schedulers)...)}
+	for _, row := range table(r, true) {
+		grid = append(grid, append([]string{row.Label}, row.Cells...))
+	}
+	widths := make([]int, len(grid[0]))
+	for _, row := range grid {
+		for c := range row {
+			row[c] = plain(row[c])
+			widths[c] = max(widths[c], utf8.RuneCountInString(row[c]))
+		}
+	}
+	for _, row := range grid {
+		line := row[0] + strings.Repeat(" ", widths[0]-utf8.RuneCountInString(row[0]))
+		for c := 1; c < len(row); c++ {
+			line += strings.Repeat(" ", 3+widths[c]-utf8.RuneCountInString(row[c])) + row[c]
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+
+	if len(r.Published) > 0 {
+		b.WriteString("\npublished (reference)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+		for _, f := range r.Published {
+			fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nnotes\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "  - %s\n", plain(n))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// plain replaces control characters (tabs, newlines, escape sequences in a
+// pending reason copied from an event) with spaces: they would break the
+// table's alignment or drive the terminal.
+func plain(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+func heading(r Report) string {
+	switch {
+	case r.Title == "":
+		return r.Scenario
+	case r.Scenario == "":
+		return r.Title
+	default:
+		return r.Title + " — " + r.Scenario
+	}
+}
+
+func names(rs []Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+	}
+	return out
+}
+
+// tableRow is one figure across the schedulers.
+type tableRow struct {
+	Label string
+	Cells []string
+}
+
+// table is the figures both outputs print, one row each; the HTML page
+// leaves the pending reasons to its own table (pending = false).
+func table(r Report, pending bool) []tableRow {
+	rs := r.Schedulers
+	row := func(label string, cell func(Result) string) tableRow {
+		t := tableRow{Label: label}
+		for _, s := range rs {
+			t.Cells = append(t.Cells, cell(s))
+		}
+		return t
+	}
+	rows := []tableRow{
+		row("pods placed", func(s Result) string { return count(s.PodsPlaced) }),
+		row("pods pending", func(s Result) string { return count(s.PodsPending) }),
+		row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
+		row("duration", func(s Result) string { return duration(s.Duration) }),
+		row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }),
+	}
+	for _, c := range linkClasses(rs) {
+		rows = append(rows, row("multi-GPU claims on "+c, func(s Result) string { return count(s.LinkClasses[c]) }))
+	}
+	if pending {
+		for _, reason := range pendingReasons(rs) {
+			rows = append(rows, row("pending: "+reason, func(s Result) string { return count(s.Pending[reason]) }))
+		}
+	}
+	for _, label := range extraLabels(rs) {
+		rows = append(rows, row(label, func(s Result) string {
+			for _, e := range s.Extra {
+				if e.Label == label {
+					return withUnit(e)
+				}
+			}
+			return "-"
+		}))
+	}
+	return rows
+}
+
+// extraLabels lists the Extra figures' labels in first-seen order.
+func extraLabels(rs []Result) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range rs {
+		for _, e := range r.Extra {
+			if !seen[e.Label] {
+				seen[e.Label] = true
+				out = append(out, e.Label)
+			}
+		}
+	}
+	return out
+}
