@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short test-integration vet fmt-check fuzz bench bench-engine
+.PHONY: test test-short test-integration vet fmt-check fuzz bench bench-engine bench-perf bench-smoke
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -36,8 +36,29 @@ FUZZTIME ?= 2m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferentialAgainstUpstream -fuzztime $(FUZZTIME) ./pkg/allocator
 
-## bench: performance against the in-tree allocator.
-bench: bench-engine
+## bench: performance against the in-tree plugin: the engine on identical
+## inputs, then upstream's scheduler_perf harness (about 20 minutes).
+bench: bench-engine bench-perf
+
+## bench-perf: upstream's DRA workloads and ours through scheduler_perf,
+## each with the in-tree DynamicResources plugin and with gputopo; prints
+## BENCH and QUALITY lines and leaves the JSON data items (benchstat,
+## perf-dash format) in $(OUT)/perf. PERF_FLAGS=-perf-cpuprofile adds
+## CPU profiles.
+PERF_OUT := $(OUT)/perf
+PERF_FLAGS ?=
+bench-perf: $(ETCD)
+	@rm -rf $(PERF_OUT) && mkdir -p $(PERF_OUT)
+	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 60m ./test/perf \
+		-args -data-items-dir=$(abspath $(PERF_OUT)) $(PERF_FLAGS) > $(PERF_OUT)/bench.log 2>&1 || (tail -50 $(PERF_OUT)/bench.log; exit 1)
+	$(GO) run ./hack/perfreport $(PERF_OUT) | tee $(PERF_OUT)/report.txt
+
+## bench-smoke: every benchmark workload at its smallest size (CI).
+bench-smoke: $(ETCD)
+	@rm -rf $(OUT)/perf-smoke && mkdir -p $(OUT)/perf-smoke
+	GPUTOPO_PERF_SCALE=fast PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf \
+		-args -data-items-dir=$(abspath $(OUT)/perf-smoke) > $(OUT)/perf-smoke/bench.log 2>&1 || (tail -50 $(OUT)/perf-smoke/bench.log; exit 1)
+	$(GO) run ./hack/perfreport $(OUT)/perf-smoke
 
 ## bench-engine: the engine against upstream's structured allocator on
 ## identical inputs (ns/op, allocs/op, side by side).

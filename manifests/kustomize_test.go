@@ -1,5 +1,3 @@
-// Package manifests holds gputopo's install manifests; its test builds
-// every kustomization the way `kubectl apply -k` does.
 package manifests
 
 import (

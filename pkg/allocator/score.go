@@ -21,6 +21,8 @@ type Quality struct {
 	WorstLink   topology.LinkClass
 	// Intactness of free NVLink groups (topology.Intactness).
 	Intactness, IntactnessBefore float64
+	// WholeGPUs is the node's whole GPUs with topology, free or not.
+	WholeGPUs int
 	// MIGPlaceable is the sum of squared sizes of partitions that still fit.
 	MIGPlaceable, MIGPlaceableBefore float64
 	// Fragmentation of shared devices, in GPUs (topology.Fragmentation).
@@ -122,6 +124,7 @@ func (r *run) evaluate() Quality {
 	q.IntactnessBefore, q.MIGPlaceableBefore, q.FragmentationBefore = r.before.Intactness, r.before.MIGPlaceable, r.before.Fragmentation
 	after := r.measure(true)
 	q.Intactness, q.MIGPlaceable, q.Fragmentation = after.Intactness, after.MIGPlaceable, after.Fragmentation
+	q.WholeGPUs = after.WholeGPUs
 
 	cost := 0
 	for c := range r.picks {
@@ -176,6 +179,7 @@ func (r *run) measure(withRun bool) Quality {
 			r.intactScratch = make([]int, ro.groups.ScratchSize())
 		}
 		q.Intactness = ro.groups.Intactness(func(i int) bool { return r.free(ro.wholeGPUs[i], withRun) }, r.intactScratch)
+		q.WholeGPUs = len(ro.wholeGPUs)
 	}
 	if r.pol.MIG.Enabled {
 		for _, pi := range ro.counted {
@@ -288,7 +292,22 @@ func (q Quality) TopologyScore() float64 {
 	if q.MultiDevice {
 		s -= 12 * float64(q.WorstLink-topology.LinkSameGPU)
 	}
-	return s - 20*math.Max(0, q.IntactnessBefore-q.Intactness)
+	return s - 20*q.intactLoss()
+}
+
+// intactLoss is how much of the node's intact free groups the allocation
+// breaks, scaled to an 8-GPU node. Intactness is normalized per node;
+// scaling it back by the node's size makes nodes comparable, so that
+// across nodes the allocation goes where it breaks the least
+// (buddy-style best fit): a 4-GPU claim fills a free 4-GPU GB200 tray
+// rather than half of a free 8-GPU DGX, and a 1-GPU claim goes to an
+// already broken group.
+func (q Quality) intactLoss() float64 {
+	loss := math.Max(0, q.IntactnessBefore-q.Intactness)
+	if q.WholeGPUs > 0 {
+		loss *= float64(q.WholeGPUs*q.WholeGPUs) / 64
+	}
+	return loss
 }
 
 // MIGScore rates a node for how many large partitions stay placeable.

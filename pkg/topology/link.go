@@ -34,6 +34,11 @@ const (
 
 var linkClassNames = [...]string{"same-gpu", "nvlink", "pcie-switch", "pcie-host-bridge", "numa", "system", "mnnvl", "network"}
 
+// LinkClasses lists every class, best first.
+func LinkClasses() []LinkClass {
+	return []LinkClass{LinkSameGPU, LinkNVLink, LinkPCIeSwitch, LinkPCIeHostBridge, LinkNUMA, LinkSystem, LinkMultiNodeNVLink, LinkNetwork}
+}
+
 func (c LinkClass) String() string {
 	if c < 0 || int(c) >= len(linkClassNames) {
 		return fmt.Sprintf("LinkClass(%d)", int(c))

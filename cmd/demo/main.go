@@ -1,0 +1,66 @@
+// Command demo shows gputopo next to Kubernetes' own scheduler on a
+// simulated GPU fleet, on a laptop, in minutes: it boots etcd,
+// kube-apiserver, the resourceclaim controller and the scheduler (both
+// profiles) in this process, creates the fleet twice from node agents in
+// mock mode, replays a workload through each scheduler on its own copy,
+// and writes a terminal summary and an HTML report. See docs/demo.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	scenario, cluster, workload, trace, out, kubeconfig, openbDir string
+	seed                                                          uint64
+	quiet                                                         bool
+}
+
+func parse(args []string) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.StringVar(&f.scenario, "scenario", "default", `"default" (built-in fleet and workload, or --cluster/--workload files) or "openb" (the openb production trace)`)
+	fs.StringVar(&f.cluster, "cluster", "", "fleet file (docs/demo.md); default: the built-in fleet")
+	fs.StringVar(&f.workload, "workload", "", "workload file (docs/demo.md); default: the built-in workload")
+	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
+	fs.StringVar(&f.openbDir, "openb-dir", "", "directory of the openb trace (default: ../shared/traces/openb or shared/traces/openb)")
+	fs.Uint64Var(&f.seed, "seed", 1, "openb: seed of the inflation and order")
+	fs.StringVar(&f.out, "out", "_output/demo", "directory for report.html and summary.txt")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "replay on a real cluster instead (its nodes, its schedulers: default-scheduler and gputopo-scheduler, one after the other)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	v := fs.Int("v", 0, "log verbosity of the embedded control plane")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	// The control plane's own logs stay quiet unless asked for.
+	_ = klogFlags.Set("v", fmt.Sprint(*v))
+	if *v == 0 {
+		_ = klogFlags.Set("logtostderr", "false")
+		_ = klogFlags.Set("alsologtostderr", "false")
+		_ = klogFlags.Set("stderrthreshold", "FATAL")
+	}
+	switch f.scenario {
+	case "default", "openb":
+	default:
+		return f, fmt.Errorf("--scenario=%q: want default or openb", f.scenario)
+	}
+	return f, nil
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The README's first command, end to end: embedded control plane, both
+// copies of the built-in fleet from mock node agents, the built-in
+// workload through both schedulers, the summary and the report, which
+// headless Chromium renders with its charts and figures.
+func TestDefaultScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a control plane and runs the whole demo")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := run(ctx, []string{"--out", out, "--quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default scenario in %s", time.Since(start).Round(time.Second))
+	summary, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gputopo", "in-tree (first-fit)", "tensor-parallel requests served", "DRA article requests served", "MIG requests served", "shared requests served"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	t.Logf("summary:\n%s", summary)
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="chart-occupancy"`, `id="chart-unallocated"`, `id="chart-linkclass"`, `data-figure="unallocated-gputopo"`} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+
+	bin := ""
+	for _, b := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(b); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		if os.Getenv("GPUTOPO_REQUIRE_CHROMIUM") == "1" {
+			t.Fatal("chromium not found: install Debian's chromium package")
+		}
+		t.Log("chromium not installed: the report was not opened in a browser")
+		return
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer ccancel()
+	dom, err := exec.CommandContext(cctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+t.TempDir(),
+		"--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	for _, want := range []string{`id="chart-occupancy"`, `id="chart-unallocated"`, `id="chart-linkclass"`, "<rect", "<path", "gputopo", "in-tree (first-fit)"} {
+		if !strings.Contains(string(dom), want) {
+			t.Errorf("rendered report lacks %s", want)
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gputopo/gputopo/manifests"
+	"github.com/gputopo/gputopo/pkg/demo/controlplane"
+	"github.com/gputopo/gputopo/pkg/demo/fleet"
+	"github.com/gputopo/gputopo/pkg/demo/replay"
+	"github.com/gputopo/gputopo/pkg/demo/report"
+	"github.com/gputopo/gputopo/pkg/demo/scenarios"
+)
+
+// The two schedulers, each on its own copy of the fleet.
+var targets = []replay.Target{
+	{Name: "gputopo", Copy: "gputopo", SchedulerName: "gputopo-scheduler"},
+	{Name: "in-tree (first-fit)", Copy: "intree", SchedulerName: "default-scheduler"},
+}
+
+func run(ctx context.Context, args []string) error {
+	f, err := parse(args)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	if err := os.MkdirAll(f.out, 0o750); err != nil {
+		return err
+	}
+	var rep report.Report
+	switch {
+	case f.kubeconfig != "":
+		rep, err = onCluster(ctx, f)
+	case f.scenario == "openb":
+		rep, err = openbScenario(ctx, f)
+	default:
+		rep, err = defaultScenario(ctx, f)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Generated = time.Now()
+	var summary bytes.Buffer
+	if err := report.WriteSummary(&summary, rep); err != nil {
+		return err
+	}
+	fmt.Print("\n" + summary.String())
+	if err := os.WriteFile(filepath.Join(f.out, "summary.txt"), summary.Bytes(), 0o640); err != nil {
+		return err
+	}
+	html, err := os.Create(filepath.Join(f.out, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := report.WriteHTML(html, rep); err != nil {
+		html.Close()
+		return err
+	}
+	if err := html.Close(); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(filepath.Join(f.out, "report.html"))
+	fmt.Printf("\nReport: file://%s  (%s in all)\n", abs, time.Since(started).Round(time.Second))
+	return nil
+}
+
+// progress prints a line that overwrites itself on a terminal.
+func progress(quiet bool) func(string) {
+	if quiet {
+		return func(string) {}
+	}
+	tty := isTerminal(os.Stderr)
+	return func(line string) {
+		if tty {
+			fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(os.Stderr, line)
+		}
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// startControlPlane boots the embedded control plane and the classes.
+func startControlPlane(ctx context.Context, say func(string)) (*controlplane.ControlPlane, string, error) {
+	dir, err := os.MkdirTemp("", "gputopo-demo-")
+	if err != nil {
+		return nil, "", err
+	}
+	say("starting etcd, kube-apiserver, resourceclaim controller and scheduler in this process...")
+	cp, err := controlplane.Start(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	if err := createDeviceClasses(ctx, cp.Client); err != nil {
+		cp.Stop()
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return cp, dir, nil
+}
+
+func createDeviceClasses(ctx context.Context, client kubernetes.Interface) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests.DeviceClasses), 4096)
+	for {
+		var dc resourceapi.DeviceClass
+		if err := dec.Decode(&dc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("device classes: %w", err)
+		}
+		if dc.Name == "" {
+			continue
+		}
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("device class %s: %w", dc.Name, err)
+		}
+	}
+}
+
+func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
+	say := progress(f.quiet)
+	cluster, err := fleet.ParseCluster(scenarios.DefaultCluster, "built-in fleet")
+	if f.cluster != "" {
+		cluster, err = fleet.LoadCluster(f.cluster)
+	}
+	if err != nil {
+		return report.Report{}, err
+	}
+	w, err := replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
+	if f.workload != "" {
+		w, err = replay.LoadWorkload(f.workload)
+	}
+	if err != nil {
+		return report.Report{}, err
+	}
+	cp, dir, err := startControlPlane(ctx, say)
+	if err != nil {
+		return report.Report{}, err
+	}
+	defer os.RemoveAll(dir)
+	defer cp.Stop()
+	say("starting the node agents (mock NVML) of both copies of the fleet...")
+	fl, err := fleet.Start(ctx, cp.Client, cluster, []string{"gputopo", "intree"}, filepath.Join(dir, "nodes"))
+	if err != nil {
+		return report.Report{}, err
+	}
+	defer fl.Stop()
+	if err := waitPublished(ctx, cp.Client, fl); err != nil {
+		return report.Report{}, err
+	}
+	gpus, err := countGPUs(ctx, cp.Client, fl, "gputopo")
+	if err != nil {
+		return report.Report{}, err
+	}
+	outs, err := replay.Run(ctx, cp.Client, w, targets, replay.Options{CapacityGPUs: gpus, Progress: say, NodeLabel: fleet.CopyLabel})
+	if err != nil {
+		return report.Report{}, err
+	}
+	rep := report.Report{
+		Title:    "gputopo vs the in-tree DRA scheduler",
+		Scenario: fmt.Sprintf("%d nodes, %.0f GPUs per scheduler; %d pods over %d steps", len(fl.Nodes)/2, gpus, len(outs[0].Pods), w.Steps),
+		Notes: []string{
+			"Both schedulers run in one kube-scheduler process (profiles gputopo-scheduler and default-scheduler with the in-tree DynamicResources plugin), each on its own identical copy of the fleet.",
+			"Slices come from gputopo's node agent on go-nvml's mock servers (DGX H100, PCIe H100 NVL pairs, A100 in MIG mode, GB200 NVL72 trays, shared H200).",
+		},
+	}
+	for _, out := range outs {
+		r, err := replay.Result(ctx, cp.Client, w, out, nodesOf(fl, out.Target.Copy))
+		if err != nil {
+			return rep, err
+		}
+		rep.Schedulers = append(rep.Schedulers, r)
+	}
+	return rep, nil
+}
+
+func nodesOf(fl *fleet.Fleet, copy string) map[string]string {
+	out := map[string]string{}
+	for _, n := range fl.Nodes {
+		if n.Copy == copy {
+			out[n.Name] = n.Group
+		}
+	}
+	return out
+}
+
+// waitPublished waits until every node's agent has published its slices.
+func waitPublished(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		published := map[string]bool{}
+		for _, s := range list.Items {
+			if s.Spec.NodeName != nil {
+				published[*s.Spec.NodeName] = true
+			}
+		}
+		for _, n := range fl.Nodes {
+			if !published[n.Name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet, copy string) (float64, error) {
+	nodes := nodesOf(fl, copy)
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0.0
+	for _, s := range list.Items {
+		if s.Spec.NodeName == nil {
+			continue
+		}
+		if _, ok := nodes[*s.Spec.NodeName]; !ok {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if t := d.Attributes["type"]; t.StringValue != nil && *t.StringValue == "gpu" {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// onCluster replays the workload on a real cluster: first through the
+// default scheduler, then, after its pods are gone, through gputopo.
+func onCluster(ctx context.Context, f flags) (report.Report, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return report.Report{}, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return report.Report{}, err
+	}
+	w, err := replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
+	if f.workload != "" {
+		w, err = replay.LoadWorkload(f.workload)
+	}
+	if err != nil {
+		return report.Report{}, err
+	}
+	rep := report.Report{Title: "gputopo vs the in-tree DRA scheduler", Scenario: "on cluster " + cfg.Host}
+	for _, t := range []replay.Target{targets[1], targets[0]} {
+		outs, err := replay.Run(ctx, client, w, []replay.Target{t}, replay.Options{Progress: progress(f.quiet)})
+		if err != nil {
+			return rep, err
+		}
+		r, err := replay.Result(ctx, client, w, outs[0], allNodes(ctx, client))
+		if err != nil {
+			return rep, err
+		}
+		rep.Schedulers = append([]report.Result{r}, rep.Schedulers...)
+		if err := client.CoreV1().Namespaces().Delete(ctx, t.Namespace(), metav1.DeleteOptions{}); err != nil {
+			return rep, err
+		}
+		_ = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := client.CoreV1().Namespaces().Get(ctx, t.Namespace(), metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+	return rep, nil
+}
+
+func allNodes(ctx context.Context, client kubernetes.Interface) map[string]string {
+	out := map[string]string{}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return out
+	}
+	for _, n := range list.Items {
+		out[n.Name] = strings.TrimSpace(n.Labels["node.kubernetes.io/instance-type"])
+	}
+	return out
+}

@@ -1,0 +1,171 @@
+// Package controlplane runs a Kubernetes control plane inside the demo's
+// process: etcd (embedded), kube-apiserver (through its in-process test
+// server, which generates certificates and keys), the resourceclaim
+// controller and the scheduler with gputopo's plugins, configured from
+// the manifests' ConfigMap. Nothing is downloaded and no container runs.
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/controller/resourceclaim"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gputopo/gputopo/manifests"
+	"github.com/gputopo/gputopo/pkg/plugins/registry"
+)
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	Client     kubernetes.Interface
+	Config     *rest.Config
+	Kubeconfig string
+	tb         *tb
+	cancel     context.CancelFunc
+	done       []chan struct{}
+}
+
+// Start runs etcd, kube-apiserver, the resourceclaim controller and the
+// scheduler (both profiles of manifests/scheduler/configmap.yaml:
+// default-scheduler with the in-tree DynamicResources plugin and
+// gputopo-scheduler). dir holds their state.
+func Start(ctx context.Context, dir string) (cp *ControlPlane, err error) {
+	t := &tb{name: "gputopo-demo"}
+	ctx, cancel := context.WithCancel(ctx)
+	cp = &ControlPlane{tb: t, cancel: cancel}
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("control plane: %s", f.msg)
+		}
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	etcdURL, stopEtcd, err := startEtcd(dir)
+	if err != nil {
+		return cp, err
+	}
+	t.Cleanup(stopEtcd)
+	storage := storagebackend.NewDefaultConfig("/registry", nil)
+	storage.Transport.ServerList = []string{etcdURL}
+	server, err := kubeapiservertesting.StartTestServer(t, nil, []string{
+		"--runtime-config=resource.k8s.io/v1=true",
+		// No service account or node lifecycle controllers run here.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+	}, storage)
+	if err != nil {
+		return cp, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	t.Cleanup(server.TearDownFn)
+	cfg := rest.CopyConfig(server.ClientConfig)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cp.Config = cfg
+	cp.Client = kubernetes.NewForConfigOrDie(cfg)
+	if cp.Kubeconfig, err = writeKubeconfig(dir, cfg); err != nil {
+		return cp, err
+	}
+
+	factory := informers.NewSharedInformerFactory(cp.Client, 0)
+	rc, err := resourceclaim.NewController(klog.FromContext(ctx), cp.Client,
+		factory.Core().V1().Pods(), factory.Scheduling().V1beta1().PodGroups(),
+		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	if err != nil {
+		return cp, fmt.Errorf("resourceclaim controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	rcDone := make(chan struct{})
+	go func() { defer close(rcDone); rc.Run(ctx, 10) }()
+	cp.done = append(cp.done, rcDone)
+	t.Cleanup(factory.Shutdown)
+
+	schedDone, err := startScheduler(ctx, dir, cp.Kubeconfig)
+	if err != nil {
+		return cp, err
+	}
+	cp.done = append(cp.done, schedDone)
+	return cp, nil
+}
+
+// Stop stops everything Start started.
+func (cp *ControlPlane) Stop() {
+	cp.cancel()
+	for _, d := range cp.done {
+		<-d
+	}
+	cp.tb.cleanup()
+}
+
+func startScheduler(ctx context.Context, dir, kubeconfig string) (chan struct{}, error) {
+	var cm v1.ConfigMap
+	if err := yaml.Unmarshal(manifests.SchedulerConfigMap, &cm); err != nil {
+		return nil, fmt.Errorf("scheduler ConfigMap: %w", err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 1000, "burst": 2000}
+	// One scheduler in this process: no election (kube-scheduler exits
+	// the process when it stops leading).
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "scheduler-config.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return nil, err
+	}
+	opts := options.NewOptions()
+	fs := pflag.NewFlagSet("gputopo-scheduler", pflag.ContinueOnError)
+	for _, set := range opts.Flags.FlagSets {
+		fs.AddFlagSet(set)
+	}
+	if err := fs.Parse([]string{"--config=" + path, "--secure-port=0"}); err != nil {
+		return nil, err
+	}
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, err
+	}
+	cc, sched, err := app.Setup(ctx, opts, registry.SchedulerOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := app.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Scheduler stopped")
+		}
+	}()
+	return done, nil
+}
+
+func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["demo"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
+	kc.AuthInfos["demo"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo"}
+	kc.CurrentContext = "demo"
+	path := filepath.Join(dir, "kubeconfig")
+	return path, clientcmd.WriteToFile(*kc, path)
+}

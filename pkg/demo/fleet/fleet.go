@@ -1,0 +1,189 @@
+// Package fleet creates the demo's simulated GPU nodes: Node objects and
+// their ResourceSlices, published by gputopo's node agents in mock mode
+// (go-nvml's mock servers), once per scheduler so that each scheduler gets
+// an identical copy of the fleet to itself.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+)
+
+// Labels on every demo node.
+const (
+	CopyLabel  = "gputopo.io/copy"
+	ShapeLabel = "gputopo.io/shape"
+	ModelLabel = "gputopo.io/gpu-model"
+)
+
+// Cluster is the fleet file: groups of identical nodes.
+type Cluster struct {
+	Nodes []NodeGroup `json:"nodes"`
+}
+
+// NodeGroup is count nodes of one mock shape.
+type NodeGroup struct {
+	// Name prefixes the nodes' names: <copy>-<name>-<i>.
+	Name  string         `json:"name"`
+	Count int            `json:"count"`
+	Shape mocknvml.Shape `json:"shape"`
+	// Mode offers the GPUs whole, as MIG partitions or shared.
+	Mode config.Mode `json:"mode"`
+	// Rack groups GB200 trays into one NVLink clique.
+	Rack   string            `json:"rack,omitempty"`
+	CPU    resource.Quantity `json:"cpu,omitempty"`
+	Memory resource.Quantity `json:"memory,omitempty"`
+}
+
+// LoadCluster reads and checks a fleet file.
+func LoadCluster(path string) (Cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Cluster{}, err
+	}
+	return ParseCluster(data, path)
+}
+
+// ParseCluster checks a fleet file's content; errors name the field.
+func ParseCluster(data []byte, source string) (Cluster, error) {
+	var c Cluster
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", source, err)
+	}
+	var errs field.ErrorList
+	if len(c.Nodes) == 0 {
+		errs = append(errs, field.Required(field.NewPath("nodes"), "at least one node group"))
+	}
+	for i, g := range c.Nodes {
+		p := field.NewPath("nodes").Index(i)
+		if g.Name == "" || strings.ContainsAny(g.Name, "._/ ") {
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "a DNS label"))
+		}
+		if g.Count < 1 {
+			errs = append(errs, field.Invalid(p.Child("count"), g.Count, "must be at least 1"))
+		}
+		if _, err := mocknvml.ParseShape(string(g.Shape)); err != nil {
+			errs = append(errs, field.NotSupported(p.Child("shape"), g.Shape, shapeNames()))
+		}
+		switch g.Mode {
+		case config.Whole, config.MIG, config.Shared, "":
+		default:
+			errs = append(errs, field.NotSupported(p.Child("mode"), g.Mode, []config.Mode{config.Whole, config.MIG, config.Shared}))
+		}
+	}
+	if err := errs.ToAggregate(); err != nil {
+		return c, fmt.Errorf("%s: %w", source, err)
+	}
+	return c, nil
+}
+
+func shapeNames() []string {
+	var out []string
+	for _, s := range mocknvml.Shapes {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// Node is one created node.
+type Node struct {
+	Name, Copy, Group string
+	Shape             mocknvml.Shape
+	Mode              config.Mode
+}
+
+// Fleet is the running fleet: nodes and their agents.
+type Fleet struct {
+	Nodes  []Node
+	agents []*agent.Agent
+}
+
+// Stop stops the agents.
+func (f *Fleet) Stop() {
+	for _, a := range f.agents {
+		a.Stop()
+	}
+}
+
+// Start creates every node of the cluster once per copy and starts its
+// node agent in mock mode; the agents publish the slices.
+func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies []string, dir string) (*Fleet, error) {
+	f := &Fleet{}
+	for _, cp := range copies {
+		for _, g := range c.Nodes {
+			for i := range g.Count {
+				n := Node{Name: fmt.Sprintf("%s-%s-%d", cp, g.Name, i), Copy: cp, Group: g.Name, Shape: g.Shape, Mode: g.Mode}
+				if n.Mode == "" {
+					n.Mode = config.Whole
+				}
+				if err := createNode(ctx, client, n.Name, map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}, g.CPU, g.Memory); err != nil {
+					f.Stop()
+					return nil, err
+				}
+				a, err := startAgent(ctx, client, n, cp+"-"+g.Rack, filepath.Join(dir, n.Name))
+				if err != nil {
+					f.Stop()
+					return nil, err
+				}
+				f.agents = append(f.agents, a)
+				f.Nodes = append(f.Nodes, n)
+			}
+		}
+	}
+	return f, nil
+}
+
+func startAgent(ctx context.Context, client kubernetes.Interface, n Node, rack, dir string) (*agent.Agent, error) {
+	lib, err := mocknvml.NewWith(n.Shape, mocknvml.Options{Name: n.Name, Rack: rack, MIG: n.Mode == config.MIG})
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Default()
+	cfg.DefaultMode = n.Mode
+	a, err := agent.Start(ctx, agent.Options{
+		NodeName: n.Name, Config: cfg, NVML: lib, KubeClient: client,
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node agent of %s: %w", n.Name, err)
+	}
+	return a, nil
+}
+
+// createNode creates a ready node with the given capacity (defaults: 128
+// CPUs, 1Ti memory).
+func createNode(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string, cpu, memory resource.Quantity) error {
+	if cpu.IsZero() {
+		cpu = resource.MustParse("128")
+	}
+	if memory.IsZero() {
+		memory = resource.MustParse("1Ti")
+	}
+	labels["kubernetes.io/hostname"] = name
+	capacity := v1.ResourceList{v1.ResourcePods: resource.MustParse("1000"), v1.ResourceCPU: cpu, v1.ResourceMemory: memory}
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	created.Status = v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Target is one scheduler with its copy of the fleet.
+type Target struct {
+	// Name in the report, e.g. "gputopo" or "in-tree (first-fit)".
+	Name string
+	// Copy is the fleet copy (node label gputopo.io/copy) it schedules on.
+	Copy string
+	// SchedulerName of its pods.
+	SchedulerName string
+}
+
+// Namespace of a target's pods and claims.
+func (t Target) Namespace() string { return "demo-" + t.Copy }
+
+// PodRecord is what happened to one pod.
+type PodRecord struct {
+	Name, Group, Template string
+	Seq                   int
+	GPUs                  float64
+	Node                  string
+	Devices               []string // pool/device
+	Bound, Left           bool
+	Reason                string // why it was pending at the end
+}
+
+// Point of the arrival curve.
+type Point struct{ ArrivedPercent, UnallocatedPercent float64 }
+
+// Outcome is one target's run.
+type Outcome struct {
+	Target   Target
+	Pods     []*PodRecord
+	Curve    []Point
+	Duration time.Duration
+}
+
+// Options of a replay.
+type Options struct {
+	// CapacityGPUs of each copy of the fleet, for the arrival curve.
+	CapacityGPUs float64
+	// Progress gets a line after each step.
+	Progress func(line string)
+	// NodeLabel selects a target's copy of the fleet.
+	NodeLabel string
+}
+
+// Run plays the workload through every target at once (each pod is
+// created for every target before the next), step by step, waiting after
+// each step until every pod is bound or found unschedulable.
+func Run(ctx context.Context, client kubernetes.Interface, w Workload, targets []Target, o Options) ([]*Outcome, error) {
+	start := time.Now()
+	outs := make([]*Outcome, len(targets))
+	records := make([]map[string]*PodRecord, len(targets))
+	for i, t := range targets {
+		outs[i] = &Outcome{Target: t, Curve: []Point{{0, 100}}}
+		records[i] = map[string]*PodRecord{}
+		if err := setup(ctx, client, w, t); err != nil {
+			return nil, err
+		}
+	}
+	arrived := 0.0
+	seq := 0
+	for step := 0; step < w.Steps; step++ {
+		left := false
+		for _, g := range w.Pods {
+			if g.Leave != step || g.Leave == 0 {
+				continue
+			}
+			for i, t := range targets {
+				for k := range g.Count {
+					name := fmt.Sprintf("%s-%d", g.Name, k)
+					err := client.CoreV1().Pods(t.Namespace()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+					if err != nil && !apierrors.IsNotFound(err) {
+						return nil, err
+					}
+					if r := records[i][name]; r != nil {
+						r.Left = true
+					}
+					left = true
+				}
+			}
+		}
+		if left {
+			time.Sleep(time.Second) // let claims be released and pending pods retried
+		}
+		for _, g := range w.Pods {
+			if g.Arrive != step {
+				continue
+			}
+			tmpl := w.Templates[g.Template]
+			for k := range g.Count {
+				name := fmt.Sprintf("%s-%d", g.Name, k)
+				arrived += tmpl.GPUs
+				for i, t := range targets {
+					pod := podFor(t, name, g, seq, o.NodeLabel)
+					if _, err := client.CoreV1().Pods(t.Namespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+						return nil, fmt.Errorf("create pod %s/%s: %w", t.Namespace(), name, err)
+					}
+					outs[i].Pods = append(outs[i].Pods, &PodRecord{Name: name, Group: g.Name, Template: g.Template, Seq: seq, GPUs: tmpl.GPUs})
+					records[i][name] = outs[i].Pods[len(outs[i].Pods)-1]
+				}
+				seq++
+			}
+		}
+		for i, t := range targets {
+			if err := settle(ctx, client, t.Namespace()); err != nil {
+				return nil, err
+			}
+			if err := snapshot(ctx, client, t.Namespace(), records[i]); err != nil {
+				return nil, err
+			}
+			used := 0.0
+			for _, r := range outs[i].Pods {
+				if r.Bound && !r.Left {
+					used += r.GPUs
+				}
+			}
+			if o.CapacityGPUs > 0 {
+				outs[i].Curve = append(outs[i].Curve, Point{100 * arrived / o.CapacityGPUs, 100 * (1 - used/o.CapacityGPUs)})
+			}
+		}
+		if o.Progress != nil {
+			line := fmt.Sprintf("step %d/%d", step+1, w.Steps)
+			for _, out := range outs {
+				placed, pending := count(out)
+				line += fmt.Sprintf("  |  %s: %d placed, %d pending", out.Target.Name, placed, pending)
+			}
+			o.Progress(line)
+		}
+	}
+	for _, out := range outs {
+		out.Duration = time.Since(start)
+	}
+	return outs, nil
+}
+
+func count(o *Outcome) (placed, pending int) {
+	for _, r := range o.Pods {
+		switch {
+		case r.Left:
+		case r.Bound:
+			placed++
+		default:
+			pending++
+		}
+	}
+	return placed, pending
+}
+
+func setup(ctx context.Context, client kubernetes.Interface, w Workload, t Target) error {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Namespace()}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for name, tmpl := range w.Templates {
+		req := resourceapi.ExactDeviceRequest{DeviceClassName: tmpl.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: tmpl.Count}
+		if tmpl.Selector != "" {
+			req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: tmpl.Selector}}}
+		}
+		if tmpl.Memory != nil || tmpl.Compute != nil {
+			req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
+			if tmpl.Memory != nil {
+				req.Capacity.Requests["memory"] = *tmpl.Memory
+			}
+			if tmpl.Compute != nil {
+				req.Capacity.Requests["compute"] = *tmpl.Compute
+			}
+		}
+		ct := &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: name},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+				Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}},
+		}
+		if _, err := client.ResourceV1().ResourceClaimTemplates(t.Namespace()).Create(ctx, ct, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("claim template %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func podFor(t Target, name string, g PodGroup, seq int, nodeLabel string) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: name,
+			Labels: map[string]string{"gputopo.io/group": g.Name, "gputopo.io/seq": strconv.Itoa(seq)}},
+		Spec: v1.PodSpec{
+			SchedulerName: t.SchedulerName,
+			Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+				Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}},
+			ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(g.Template)}},
+		},
+	}
+	if nodeLabel != "" {
+		p.Spec.NodeSelector = map[string]string{nodeLabel: t.Copy}
+	}
+	return p
+}

@@ -1,0 +1,139 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// settle waits until every pod of the namespace is bound or marked
+// unschedulable, and stays so for two polls.
+func settle(ctx context.Context, client kubernetes.Interface, ns string) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	stable := 0
+	last := -1
+	for time.Now().Before(deadline) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		bound, done := 0, true
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.NodeName != "" {
+				bound++
+				continue
+			}
+			if !unschedulable(&p) {
+				done = false
+			}
+		}
+		if done && bound == last {
+			stable++
+			if stable >= 2 {
+				return nil
+			}
+		} else {
+			stable = 0
+		}
+		last = bound
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("pods of %s still being scheduled after 3 minutes", ns)
+}
+
+// claimName is the "(claim ns/name, " of gputopo's reasons.
+var claimName = regexp.MustCompile(`\(claim [^,]+, `)
+
+func unschedulable(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot records where the namespace's pods are and what they hold.
+func snapshot(ctx context.Context, client kubernetes.Interface, ns string, records map[string]*PodRecord) error {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	devices := map[string][]string{}
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			devices[c.Name] = append(devices[c.Name], r.Pool+"/"+r.Device)
+		}
+	}
+	for _, p := range pods.Items {
+		r := records[p.Name]
+		if r == nil || r.Left {
+			continue
+		}
+		r.Node = p.Spec.NodeName
+		r.Bound = p.Spec.NodeName != ""
+		r.Reason = ""
+		r.Devices = nil
+		for _, s := range p.Status.ResourceClaimStatuses {
+			r.Devices = append(r.Devices, devices[ptr.Deref(s.ResourceClaimName, "")]...)
+		}
+		if !r.Bound {
+			r.Reason = reason(&p)
+		}
+	}
+	return nil
+}
+
+// reason shortens the scheduler's message to what a person needs:
+// without the node count preamble and the preemption epilogue.
+func reason(p *v1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type != v1.PodScheduled || c.Status != v1.ConditionFalse {
+			continue
+		}
+		m := c.Message
+		if i := strings.Index(m, " preemption:"); i >= 0 {
+			m = m[:i]
+		}
+		if i := strings.Index(m, "are available: "); i >= 0 {
+			m = m[i+len("are available: "):]
+		}
+		// Per-node clauses without the claim's generated name, and
+		// without the other copy of the fleet, which the pod's node
+		// selector excludes by design.
+		var parts []string
+		for _, part := range strings.Split(strings.TrimSuffix(strings.TrimSpace(m), "."), ", ") {
+			if strings.Contains(part, "didn't match Pod's node affinity/selector") {
+				continue
+			}
+			parts = append(parts, part)
+		}
+		m = claimName.ReplaceAllString(strings.Join(parts, ", "), "(")
+		if m == "" {
+			return "no node fits"
+		}
+		return m
+	}
+	return "not yet scheduled"
+}

@@ -1,0 +1,121 @@
+// Package replay plays a workload through the schedulers: pods arrive and
+// leave in steps, each scheduler on its own copy of the fleet, and what
+// each placed is collected for the report.
+package replay
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Workload is the workload file.
+type Workload struct {
+	// Steps the replay runs; pods arrive and leave at steps.
+	Steps int `json:"steps"`
+	// Templates are the claims pods ask for, by name.
+	Templates map[string]ClaimTemplate `json:"templates"`
+	Pods      []PodGroup               `json:"pods"`
+}
+
+// ClaimTemplate is one request of a ResourceClaimTemplate.
+type ClaimTemplate struct {
+	// Class is the DeviceClass: gpu.nvidia.com, mig.nvidia.com or
+	// shared.gpu.nvidia.com.
+	Class string `json:"class"`
+	// Count of devices (default 1).
+	Count int64 `json:"count,omitempty"`
+	// Selector is a CEL expression on the device.
+	Selector string `json:"selector,omitempty"`
+	// Memory and Compute are capacity requests (shared GPUs).
+	Memory  *resource.Quantity `json:"memory,omitempty"`
+	Compute *resource.Quantity `json:"compute,omitempty"`
+	// GPUs is what one pod counts toward the arrived workload, in GPUs
+	// (default: Count); e.g. 0.25 for a quarter-GPU share.
+	GPUs float64 `json:"gpus,omitempty"`
+	// Kind labels the template in the report: "tensor-parallel", "MIG",
+	// "shared", "article"... (default: the class).
+	Kind string `json:"kind,omitempty"`
+}
+
+// PodGroup is Count pods of one template arriving (and maybe leaving)
+// together.
+type PodGroup struct {
+	Name     string `json:"name"`
+	Template string `json:"template"`
+	Count    int    `json:"count"`
+	Arrive   int    `json:"arrive"`
+	// Leave is the step the pods leave at; 0 = they stay.
+	Leave int `json:"leave,omitempty"`
+}
+
+// LoadWorkload reads and checks a workload file.
+func LoadWorkload(path string) (Workload, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Workload{}, err
+	}
+	return ParseWorkload(data, path)
+}
+
+// ParseWorkload checks a workload; errors name the field.
+func ParseWorkload(data []byte, source string) (Workload, error) {
+	var w Workload
+	if err := yaml.UnmarshalStrict(data, &w); err != nil {
+		return w, fmt.Errorf("%s: %w", source, err)
+	}
+	var errs field.ErrorList
+	if w.Steps < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("steps"), w.Steps, "must be at least 1"))
+	}
+	for name, t := range w.Templates {
+		p := field.NewPath("templates").Key(name)
+		switch t.Class {
+		case "gpu.nvidia.com", "mig.nvidia.com", "shared.gpu.nvidia.com":
+		default:
+			errs = append(errs, field.NotSupported(p.Child("class"), t.Class, []string{"gpu.nvidia.com", "mig.nvidia.com", "shared.gpu.nvidia.com"}))
+		}
+		if t.Count < 0 {
+			errs = append(errs, field.Invalid(p.Child("count"), t.Count, "must not be negative"))
+		}
+	}
+	seen := map[string]bool{}
+	for i, g := range w.Pods {
+		p := field.NewPath("pods").Index(i)
+		if g.Name == "" || seen[g.Name] {
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "must be set and unique"))
+		}
+		seen[g.Name] = true
+		if _, ok := w.Templates[g.Template]; !ok {
+			errs = append(errs, field.NotFound(p.Child("template"), g.Template))
+		}
+		if g.Count < 1 {
+			errs = append(errs, field.Invalid(p.Child("count"), g.Count, "must be at least 1"))
+		}
+		if g.Arrive < 0 || g.Arrive >= w.Steps {
+			errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", w.Steps-1)))
+		}
+		if g.Leave != 0 && g.Leave <= g.Arrive {
+			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, "must come after arrive"))
+		}
+	}
+	if err := errs.ToAggregate(); err != nil {
+		return w, fmt.Errorf("%s: %w", source, err)
+	}
+	for name, t := range w.Templates {
+		if t.Count == 0 {
+			t.Count = 1
+		}
+		if t.GPUs == 0 {
+			t.GPUs = float64(t.Count)
+		}
+		if t.Kind == "" {
+			t.Kind = t.Class
+		}
+		w.Templates[name] = t
+	}
+	return w, nil
+}

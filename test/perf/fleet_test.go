@@ -1,0 +1,113 @@
+package perf
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+// fleetShape is a node shape of our workloads: a mock node as the node
+// agent lays it out.
+type fleetShape struct {
+	name  string // file and node name prefix
+	shape mocknvml.Shape
+	mode  config.Mode
+}
+
+var fleetShapes = []fleetShape{
+	{"dgxh100", mocknvml.DGXH100, config.Whole},
+	{"pcie-pairs", mocknvml.PCIePairs, config.Whole},
+	{"dgxa100-mig", mocknvml.DGXA100, config.MIG},
+	{"dgxh100-shared", mocknvml.DGXH100, config.Shared},
+}
+
+// The placeholder the agent's layout is built for; in the templates it
+// becomes the node of the harness's index.
+const nodePlaceholder = "nodeplaceholder"
+
+// writeFleet writes, per shape, a node template and one ResourceSlice
+// template per slice of the agent's pool (fleet/<shape>-node.yaml,
+// fleet/<shape>-slice-<i>.yaml): the harness creates node i and its
+// slices with {{.Index}} = i.
+func writeFleet(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "fleet"), 0o750); err != nil {
+		return err
+	}
+	for _, fs := range fleetShapes {
+		lib, err := mocknvml.NewWith(fs.shape, mocknvml.Options{Name: nodePlaceholder, MIG: fs.mode == config.MIG})
+		if err != nil {
+			return err
+		}
+		gpus, err := discovery.Discover(lib, discovery.Options{PCIeRoot: func(bus string) (string, error) { return "pci" + bus[:7], nil }})
+		if err != nil {
+			return err
+		}
+		cfg := config.Default()
+		cfg.DefaultMode = fs.mode
+		layout, err := resources.NewLayout(nodePlaceholder, gpus, cfg)
+		if err != nil {
+			return err
+		}
+		node := fs.name + "-{{.Index}}"
+		// Per node unique GPU UUIDs: the first UUID group becomes the index.
+		var uuids []string
+		for _, g := range gpus {
+			uuids = append(uuids, g.UUID)
+		}
+		fill := func(text string) string {
+			for _, u := range uuids {
+				text = strings.ReplaceAll(text, u, "GPU-{{printf \"%08d\" .Index}}"+u[len("GPU-")+8:])
+			}
+			return strings.ReplaceAll(text, nodePlaceholder, node)
+		}
+		nodeYAML := fmt.Sprintf(`apiVersion: v1
+kind: Node
+metadata:
+  name: %s
+  labels:
+    gputopo.io/shape: %s
+spec: {}
+status:
+  capacity: {pods: "110", cpu: "128", memory: 1Ti}
+  allocatable: {pods: "110", cpu: "128", memory: 1Ti}
+  conditions:
+  - {status: "True", type: Ready}
+  phase: Running
+`, node, fs.name)
+		if err := os.WriteFile(filepath.Join(dir, "fleet", fs.name+"-node.yaml"), []byte(nodeYAML), 0o640); err != nil {
+			return err
+		}
+		pool := layout.Resources(nil).Pools[layout.Pool()]
+		for i, s := range pool.Slices {
+			slice := resourceapi.ResourceSlice{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", nodePlaceholder, i)},
+				Spec: resourceapi.ResourceSliceSpec{
+					Driver: layout.Driver, NodeName: ptr.To(nodePlaceholder),
+					Pool:           resourceapi.ResourcePool{Name: nodePlaceholder, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
+					Devices:        s.Devices,
+					SharedCounters: s.SharedCounters,
+				},
+			}
+			out, err := yaml.Marshal(slice)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, "fleet", fmt.Sprintf("%s-slice-%d.yaml", fs.name, i)), []byte(fill(string(out))), 0o640); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
