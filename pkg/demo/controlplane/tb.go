@@ -51,15 +51,15 @@ func (t *tb) Fatalf(format string, args ...any) {
 	t.Fail()
 	panic(fatal{fmt.Sprintf(format, args...)})
 }
-func (t *tb) Helper()                           {}
-func (t *tb) Log(args ...any)                   { klog.V(4).Info(fmt.Sprint(args...)) }
-func (t *tb) Logf(format string, args ...any)   { klog.V(4).Info(fmt.Sprintf(format, args...)) }
-func (t *tb) Name() string                      { return t.name }
-func (t *tb) Setenv(key, value string)          { _ = os.Setenv(key, value) }
-func (t *tb) Skip(args ...any)                  { t.Fatal(args...) }
-func (t *tb) Skipf(format string, args ...any)  { t.Fatalf(format, args...) }
-func (t *tb) SkipNow()                          { t.FailNow() }
-func (t *tb) Skipped() bool                     { return false }
+func (t *tb) Helper()                          {}
+func (t *tb) Log(args ...any)                  { klog.V(4).Info(fmt.Sprint(args...)) }
+func (t *tb) Logf(format string, args ...any)  { klog.V(4).Info(fmt.Sprintf(format, args...)) }
+func (t *tb) Name() string                     { return t.name }
+func (t *tb) Setenv(key, value string)         { _ = os.Setenv(key, value) }
+func (t *tb) Skip(args ...any)                 { t.Fatal(args...) }
+func (t *tb) Skipf(format string, args ...any) { t.Fatalf(format, args...) }
+func (t *tb) SkipNow()                         { t.FailNow() }
+func (t *tb) Skipped() bool                    { return false }
 func (t *tb) TempDir() string {
 	dir, err := os.MkdirTemp("", "gputopo-demo-")
 	if err != nil {
