@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gputopo/gputopo/pkg/plugins/nvlinktopo"
 )
 
 func podWithTemplate(ns, name, template, scheduler string) *v1.Pod {
@@ -120,17 +122,19 @@ func TestManifestsAndArticleExamples(t *testing.T) {
 		}
 	}
 
-	// The pod is told which devices it got and why.
-	c.waitFor("DevicesAllocated event", 30*time.Second, func() (bool, error) {
-		evs, err := c.client.EventsV1().Events("default").List(c.ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
+	// The claim tells which devices it got and why.
+	claims, err := c.client.ResourceV1().ResourceClaims("default").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	explained := false
+	for _, cl := range claims.Items {
+		note := cl.Annotations[nvlinktopo.PlacementAnnotation]
+		if strings.HasPrefix(cl.Name, "fa-2-") && strings.Contains(note, "gpu-0,gpu-1") && strings.Contains(note, "best of") {
+			explained = true
 		}
-		for _, e := range evs.Items {
-			if e.Regarding.Name == "fa-2" && e.Reason == "DevicesAllocated" && strings.Contains(e.Note, "gpu-0,gpu-1") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	}
+	if !explained {
+		t.Errorf("claim of fa-2 carries no %s annotation naming its devices", nvlinktopo.PlacementAnnotation)
+	}
 }

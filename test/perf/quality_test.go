@@ -124,7 +124,7 @@ func measure(tCtx ktesting.TContext, testCase string) (map[string]float64, error
 // position in the stream.
 var (
 	migCycle   = []string{"1g", "2g", "1g", "3g", "4g", "1g", "2g", "1g", "3g", "7g"}
-	shareCycle = []string{"8gi", "16gi", "4gi", "24gi", "12gi", "8gi", "32gi", "4gi"}
+	shareCycle = []string{"10gi", "20gi", "30gi", "50gi", "10gi", "20gi", "40gi", "10gi"}
 )
 
 // probe continues the measured stream one pod at a time, each waited for

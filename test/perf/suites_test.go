@@ -185,7 +185,8 @@ func inDir(tb testing.TB, dir string, f func()) {
 // after the other in the same process. Run it through `make bench`
 // (-benchtime=1ns: each workload once).
 //
-// GPUTOPO_PERF_SCALE=fast runs each test case's smallest workload instead
+// GPUTOPO_PERF_SUITES and GPUTOPO_PERF_SCHEDULERS (comma-separated)
+// narrow the run while profiling. GPUTOPO_PERF_SCALE=fast runs each test case's smallest workload instead
 // (`make bench-smoke`, in CI): the same code paths in about a minute.
 func BenchmarkPerfScheduling(b *testing.B) {
 	framework.StartEtcd(klog.Background(), b, false)
@@ -203,6 +204,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			chosen = s.fast
 		}
 		for _, sched := range schedulers {
+			if only := os.Getenv("GPUTOPO_PERF_SCHEDULERS"); only != "" && !slices.Contains(strings.Split(only, ","), sched) {
+				continue
+			}
 			b.Run(s.name+"_"+sched, func(b *testing.B) {
 				runDir, cfg := configFor(b, dir, s, sched, chosen)
 				// The in-tree plugin picks its allocator as in

@@ -51,7 +51,11 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		if resourceclaim.IsReservedForPod(pod, claim, false) {
 			continue
 		}
-		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i])
+		var note string
+		if res != nil && allocationOf[i] != nil {
+			note = pl.explain(ctx, pod, nodeName, s, res)
+		}
+		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i], note)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
@@ -66,12 +70,18 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	if res != nil {
-		pl.explain(ctx, pod, nodeName, s, res)
+		observeChoice(res.Quality)
 	}
 	return nil
 }
 
-func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult) (*resourceapi.ResourceClaim, error) {
+// PlacementAnnotation on an allocated claim says which devices the
+// scheduler chose and why. It is written with the claim's finalizer, in
+// the same API call: an Event per pod would be one more write per
+// scheduled pod, which costs throughput on a busy API server.
+const PlacementAnnotation = "gputopo.io/placement"
+
+func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, note string) (*resourceapi.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
 	binding, err := resourceclaim.BindTo(pod, nil, podClaimFor(pod, claim))
 	if err != nil {
@@ -98,6 +108,12 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			}
 			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
 				claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+				if note != "" {
+					if claim.Annotations == nil {
+						claim.Annotations = map[string]string{}
+					}
+					claim.Annotations[PlacementAnnotation] = note
+				}
 				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
 				if err != nil {
 					return fmt.Errorf("add finalizer to resourceclaim %s: %w", klog.KObj(claim), err)
@@ -199,7 +215,7 @@ func deviceConditions(claim *resourceapi.ResourceClaim, r *resourceapi.DeviceReq
 
 // explain records an event on the pod naming the devices and why they
 // were chosen, and counts the choice in the metrics.
-func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData, res *allocator.Result) {
+func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData, res *allocator.Result) string {
 	var devices []string
 	for k, i := range s.toAllocate {
 		var names []string
@@ -209,9 +225,8 @@ func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string
 		devices = append(devices, fmt.Sprintf("%s=[%s]", s.claims[i].Name, strings.Join(names, ",")))
 	}
 	msg := fmt.Sprintf("allocated %s on node %s: %s", strings.Join(devices, " "), nodeName, why(res.Quality))
-	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "DevicesAllocated", "Scheduling", msg)
-	observeChoice(res.Quality)
 	klog.FromContext(ctx).V(3).Info("Devices allocated", "pod", klog.KObj(pod), "node", nodeName, "devices", devices, "quality", res.Quality)
+	return msg
 }
 
 // why words the quality for people.
