@@ -43,7 +43,7 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	outs, err := replay.RunOpenB(ctx, cp.Client, arrivals, capacity, targets, fleet.CopyLabel, fleet.ModelLabel, 64, say)
+	outs, err := replay.RunOpenB(ctx, cp.Client, arrivals, capacity, targets, fleet.CopyLabel, fleet.ModelLabel, 200, say)
 	if err != nil {
 		return report.Report{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -183,7 +184,11 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		podWithTemplate(ns, "share-b", "share-12gi", "gputopo-scheduler"),
 		podWithTemplate(ns, "article-gpu", "gpu-claim-template", "gputopo-scheduler"),
 		podWithTemplate(ns, "article-mig", "mig-partition-template", "gputopo-scheduler"),
+		// A pod without claims goes through gputopo's profile too.
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cpu-only"}, Spec: v1.PodSpec{SchedulerName: "gputopo-scheduler",
+			Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}},
 	)
+	c.waitScheduled(ns, "cpu-only")
 	pods := c.waitScheduled(ns, "tp8", "pair", "gb200", "big", "mig-3g", "mig-1g", "share-a", "share-b", "article-gpu", "article-mig")
 	byPod := c.devicesByPod(ns)
 	wantNode := map[string]string{"tp8": "dgx-h100", "pair": "pcie-pairs", "mig-3g": "a100-mig", "mig-1g": "a100-mig", "share-a": "h200-shared", "share-b": "h200-shared"}

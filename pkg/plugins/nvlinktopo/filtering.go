@@ -21,7 +21,10 @@ import (
 // builds the engine session that Filter runs on every node.
 func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	// Reserve and PreBind run for every pod, Skip or not: they find an
+	// empty state for pods without claims.
 	if len(pod.Spec.ResourceClaims) == 0 {
+		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	claims, err := pl.podClaims(pod)
@@ -29,6 +32,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	if len(claims) == 0 {
+		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s := &stateData{

@@ -24,7 +24,7 @@ import (
 // PreBindPreFlight: PreBind runs only for pods with claims.
 func (pl *GPUTopology) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
-	if _, err := getState(cs); err != nil {
+	if s, err := getState(cs); err != nil || len(s.claims) == 0 {
 		return result, fwk.NewStatus(fwk.Skip)
 	}
 	return result, nil
