@@ -138,6 +138,14 @@ func createDeviceClasses(ctx context.Context, client kubernetes.Interface) error
 	}
 }
 
+// workload is --workload's file, or the built-in workload.
+func workload(f flags) (replay.Workload, error) {
+	if f.workload != "" {
+		return replay.LoadWorkload(f.workload)
+	}
+	return replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
+}
+
 func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
 	cluster, err := fleet.ParseCluster(scenarios.DefaultCluster, "built-in fleet")
@@ -147,10 +155,7 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	w, err := replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
-	if f.workload != "" {
-		w, err = replay.LoadWorkload(f.workload)
-	}
+	w, err := workload(f)
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -261,10 +266,7 @@ func onCluster(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	w, err := replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
-	if f.workload != "" {
-		w, err = replay.LoadWorkload(f.workload)
-	}
+	w, err := workload(f)
 	if err != nil {
 		return report.Report{}, err
 	}

@@ -104,10 +104,12 @@ func requested(pods []openb.Pod) int64 {
 }
 
 // waitBelow waits until fewer than n pods of the namespace await the
-// scheduler's first decision.
+// scheduler's first decision. It lists only unbound pods, from the watch
+// cache: listing all of a growing trace every few milliseconds would
+// become the API server's main work.
 func waitBelow(ctx context.Context, client kubernetes.Interface, ns string, n int) error {
 	for {
-		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "spec.nodeName="})
 		if err != nil {
 			return err
 		}
@@ -123,7 +125,7 @@ func waitBelow(ctx context.Context, client kubernetes.Interface, ns string, n in
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

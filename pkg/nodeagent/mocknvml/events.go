@@ -81,20 +81,29 @@ func (e *events) isLost(i int) bool {
 	return e.lost[i]
 }
 
+// xidSets are the event sets registered for GPU index's Xid events.
+// Callers hold s.events.mu.
+func (s *Server) xidSets(index int) []*eventSet {
+	var out []*eventSet
+	for _, set := range s.events.sets {
+		set.mu.Lock()
+		types := set.registered[s.Devices[index]]
+		set.mu.Unlock()
+		if types&nvml.EventTypeXidCriticalError != 0 {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
 // InjectXid delivers an Xid critical error event for GPU index to every
 // event set the GPU is registered with.
 func (s *Server) InjectXid(index int, xid uint64) {
-	d := s.Devices[index]
 	s.events.mu.Lock()
 	defer s.events.mu.Unlock()
-	for _, set := range s.events.sets {
-		set.mu.Lock()
-		types := set.registered[d]
-		set.mu.Unlock()
-		if types&nvml.EventTypeXidCriticalError != 0 {
-			set.ch <- nvml.EventData{Device: d, EventType: nvml.EventTypeXidCriticalError, EventData: xid,
-				GpuInstanceId: 0xffffffff, ComputeInstanceId: 0xffffffff}
-		}
+	for _, set := range s.xidSets(index) {
+		set.ch <- nvml.EventData{Device: s.Devices[index], EventType: nvml.EventTypeXidCriticalError, EventData: xid,
+			GpuInstanceId: 0xffffffff, ComputeInstanceId: 0xffffffff}
 	}
 }
 
@@ -107,16 +116,7 @@ func (s *Server) SetLost(index int, lost bool) {
 
 // Registered tells whether some event set receives Xid events of GPU index.
 func (s *Server) Registered(index int) bool {
-	d := s.Devices[index]
 	s.events.mu.Lock()
 	defer s.events.mu.Unlock()
-	for _, set := range s.events.sets {
-		set.mu.Lock()
-		types := set.registered[d]
-		set.mu.Unlock()
-		if types&nvml.EventTypeXidCriticalError != 0 {
-			return true
-		}
-	}
-	return false
+	return len(s.xidSets(index)) > 0
 }
