@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -88,18 +85,7 @@ status:
 		if err := os.WriteFile(filepath.Join(dir, "fleet", fs.name+"-node.yaml"), []byte(nodeYAML), 0o640); err != nil {
 			return err
 		}
-		pool := layout.Resources(nil).Pools[layout.Pool()]
-		for i, s := range pool.Slices {
-			slice := resourceapi.ResourceSlice{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", nodePlaceholder, i)},
-				Spec: resourceapi.ResourceSliceSpec{
-					Driver: layout.Driver, NodeName: ptr.To(nodePlaceholder),
-					Pool:           resourceapi.ResourcePool{Name: nodePlaceholder, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
-					Devices:        s.Devices,
-					SharedCounters: s.SharedCounters,
-				},
-			}
+		for i, slice := range layout.ResourceSlices() {
 			out, err := yaml.Marshal(slice)
 			if err != nil {
 				return err

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/openb"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -76,14 +74,7 @@ func publish(ctx context.Context, client kubernetes.Interface, node string, n op
 	if err != nil {
 		return err
 	}
-	pool := layout.Resources(nil).Pools[layout.Pool()]
-	for i, s := range pool.Slices {
-		slice := &resourceapi.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", node, i)},
-			Spec: resourceapi.ResourceSliceSpec{Driver: layout.Driver, NodeName: ptr.To(node),
-				Pool:    resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
-				Devices: s.Devices, SharedCounters: s.SharedCounters},
-		}
+	for _, slice := range layout.ResourceSlices() {
 		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("slice of %s: %w", node, err)
 		}

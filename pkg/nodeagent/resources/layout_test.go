@@ -300,3 +300,21 @@ func fmtInts(s []int64) string {
 	b.WriteByte(']')
 	return b.String()
 }
+
+func TestResourceSlicesAsAPIObjects(t *testing.T) {
+	l, err := resources.NewLayout("node-a", discover(t, mocknvml.DGXA100, mocknvml.Options{MIG: true}), withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices := l.ResourceSlices()
+	devices := 0
+	for i, s := range slices {
+		if s.Name != "node-a-"+itoa(i) || *s.Spec.NodeName != "node-a" || s.Spec.Pool.Name != "node-a" || s.Spec.Pool.ResourceSliceCount != int64(len(slices)) {
+			t.Errorf("slice %d: %s on %s, pool %+v", i, s.Name, *s.Spec.NodeName, s.Spec.Pool)
+		}
+		devices += len(s.Spec.Devices)
+	}
+	if len(slices) != 4 || devices != len(l.Devices) {
+		t.Errorf("%d slices with %d devices, want 4 with %d", len(slices), devices, len(l.Devices))
+	}
+}

@@ -199,3 +199,24 @@ func semver(v string) string {
 	}
 	return strings.Join(parts[:3], ".")
 }
+
+// ResourceSlices are the node's slices as API objects named
+// "<node>-<i>", for publishing without the kubelet plugin helper (the
+// demo's large simulated fleets, benchmark templates).
+func (l *Layout) ResourceSlices() []*resourceapi.ResourceSlice {
+	pool := l.Resources(nil).Pools[l.Pool()]
+	out := make([]*resourceapi.ResourceSlice, len(pool.Slices))
+	for i, s := range pool.Slices {
+		out[i] = &resourceapi.ResourceSlice{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", l.Node, i)},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver: l.Driver, NodeName: ptr.To(l.Node),
+				Pool:           resourceapi.ResourcePool{Name: l.Pool(), Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
+			},
+		}
+	}
+	return out
+}
