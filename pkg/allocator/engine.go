@@ -12,6 +12,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // DeviceClassLister is the upstream lister interface.
@@ -115,11 +117,32 @@ type Result struct {
 	Quality Quality
 }
 
+// HostUse is the node's CPU and memory besides its devices: what is left
+// before the pod and what the pod asks for. With it, Packing counts the
+// free share of a GPU as fragmented for every workload class whose CPU or
+// memory the node no longer has (as FGD does), so that GPU pods do not
+// pile onto a node until its CPU is gone and its GPUs are stranded.
+type HostUse struct {
+	Free, Pod topology.Host
+}
+
+// after is what the node has left once the pod runs there.
+func (h *HostUse) after() *topology.Host {
+	return &topology.Host{CPUMilli: h.Free.CPUMilli - h.Pod.CPUMilli, MemoryMiB: h.Free.MemoryMiB - h.Pod.MemoryMiB}
+}
+
 // Allocate finds the best allocation of the session's claims on node.
 // It returns an error wrapping ErrUnsatisfiable when there is none, one
 // wrapping ErrInvalidPool when there is none and some visible pool is
 // malformed, and one wrapping ErrInvalidInput for input errors.
 func (s *Session) Allocate(ctx context.Context, node *v1.Node) (*Result, error) {
+	return s.AllocateOn(ctx, node, nil)
+}
+
+// AllocateOn is Allocate with the node's CPU and memory (nil: not
+// counted). The devices chosen on the node do not depend on host, only
+// Quality's fragmentation, and with it how the node compares to others.
+func (s *Session) AllocateOn(ctx context.Context, node *v1.Node, host *HostUse) (*Result, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -132,6 +155,7 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	r.host = host
 	res, err := r.solve()
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -307,5 +308,50 @@ func TestQualitySharedPacking(t *testing.T) {
 	got = allocateBoth(t, sl, state, sharedClaim("c", "10.5Gi"))
 	if c := got.ours.Allocations[0].Devices.Results[0].ConsumedCapacity["memory"]; c.Cmp(resource.MustParse("11Gi")) != 0 {
 		t.Errorf("consumed %s, want 11Gi", c.String())
+	}
+}
+
+// TestQualityStrandedByHost: the node's CPU and memory change how a
+// share is rated, not which GPU it gets. With CPU for the workload's
+// classes left after the pod, fragmentation grows only by the share's
+// leftover; when the pod takes the last CPU the classes need, the node's
+// remaining free GPU counts as stranded.
+func TestQualityStrandedByHost(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+	_, ctx := ktesting.NewTestContext(t)
+	f := DefaultFeatures()
+	pol := DefaultPolicy()
+	pol.Workload = topology.Workload{{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 4000, MemoryMiB: 8192}}
+	e, err := New(Options{Features: f, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := topology.Host{CPUMilli: 8000, MemoryMiB: 16384}
+	tests := []struct {
+		name          string
+		host          *HostUse
+		before, after float64 // fragmentation in GPUs
+	}{
+		// A 40Gi share leaves half of one GPU, usable by the class.
+		{"host not counted", nil, 0, 0},
+		{"CPU to spare", &HostUse{Free: topology.Host{CPUMilli: 64000, MemoryMiB: 262144}, Pod: pod}, 0, 0},
+		// 10 cores before, 2 after: 1.5 GPUs' worth stranded.
+		{"last CPU taken", &HostUse{Free: topology.Host{CPUMilli: 10000, MemoryMiB: 262144}, Pod: pod}, 0, 1.5},
+		{"memory already short", &HostUse{Free: topology.Host{CPUMilli: 64000, MemoryMiB: 4096}, Pod: topology.Host{}}, 2, 1.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).AllocateOn(ctx, node("node-sh"), tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := res.Quality
+			if d := deviceNames(res.Allocations); d[0] != "gpu-0" {
+				t.Errorf("picked %v, want gpu-0 whatever the host", d)
+			}
+			if math.Abs(q.FragmentationBefore-tc.before) > 1e-9 || math.Abs(q.Fragmentation-tc.after) > 1e-9 {
+				t.Errorf("fragmentation %.3f -> %.3f, want %.3f -> %.3f", q.FragmentationBefore, q.Fragmentation, tc.before, tc.after)
+			}
+		})
 	}
 }

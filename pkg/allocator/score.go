@@ -193,7 +193,14 @@ func (r *run) measure(withRun bool) Quality {
 		for i, d := range ro.shared {
 			r.fragScratch[i] = r.freeShare(i, d, withRun)
 		}
-		q.Fragmentation = topology.Fragmentation(r.fragScratch, r.pol.Workload)
+		var host *topology.Host
+		if r.host != nil {
+			host = &r.host.Free
+			if withRun {
+				host = r.host.after()
+			}
+		}
+		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, r.pol.Workload)
 	}
 	return q
 }
@@ -315,8 +322,12 @@ func (q Quality) MIGScore() float64 {
 	return 100 - 25*math.Max(0, q.MIGPlaceableBefore-q.MIGPlaceable)
 }
 
-// PackingScore rates a node for the growth of shared-GPU fragmentation;
-// an allocation that reduces fragmentation scores above 100.
+// PackingScore rates a node for the growth of shared-GPU fragmentation
+// on an absolute scale: 50 when the allocation leaves it as it was, 0
+// when it strands one more GPU's worth of free capacity (or more), 100
+// when it puts one GPU's worth back to use. It is not stretched across
+// the candidate nodes: a few hundredths of a GPU must not outweigh the
+// spreading of CPU and memory the other plugins ask for.
 func (q Quality) PackingScore() float64 {
-	return 100 - 50*(q.Fragmentation-q.FragmentationBefore)
+	return 50 - 50*(q.Fragmentation-q.FragmentationBefore)
 }

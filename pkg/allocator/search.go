@@ -38,6 +38,7 @@ type run struct {
 	view *nodeView
 	f    Features
 	pol  Policy
+	host *HostUse // nil: the node's CPU and memory are not counted
 
 	owners [][]int32 // per device: claims allocating it exclusively
 	// exclusive and holding cache ledger lookups per device:

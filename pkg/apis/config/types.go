@@ -33,7 +33,9 @@ type PolicyPart struct {
 
 // TaskClass is one kind of request in the expected workload.
 type TaskClass struct {
-	GPUs   int32
-	Share  float64
-	Weight float64
+	GPUs      int32
+	Share     float64
+	Weight    float64
+	CPUMilli  int64
+	MemoryMiB int64
 }

@@ -9,12 +9,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // PreFilter reads the pod's claims, checks what no node can fix, and
@@ -78,6 +80,8 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		return nil, fwk.AsStatus(err)
 	}
 	s.session = pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, toAllocate)
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	s.podHost = topology.Host{CPUMilli: req.Cpu().MilliValue(), MemoryMiB: req.Memory().Value() >> 20}
 	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
 	return nil, nil
 }
@@ -143,7 +147,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		defer cancel()
 	}
 	start := time.Now()
-	res, err := s.session.Allocate(actx, node)
+	res, err := s.session.AllocateOn(actx, node, hostUse(nodeInfo, s.podHost))
 	observeAllocation(start, err)
 	switch {
 	case err == nil:
@@ -161,6 +165,20 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	s.results[node.Name] = res
 	s.mu.Unlock()
 	return nil
+}
+
+// hostUse is the node's CPU and memory left before the pod, for packing
+// that does not strand GPUs behind exhausted CPU. A node that reports no
+// allocatable CPU or memory is not judged by them (nil).
+func hostUse(nodeInfo fwk.NodeInfo, pod topology.Host) *allocator.HostUse {
+	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
+	if alloc.GetMilliCPU() == 0 || alloc.GetMemory() == 0 {
+		return nil
+	}
+	return &allocator.HostUse{
+		Free: topology.Host{CPUMilli: alloc.GetMilliCPU() - used.GetMilliCPU(), MemoryMiB: (alloc.GetMemory() - used.GetMemory()) >> 20},
+		Pod:  pod,
+	}
 }
 
 // trimSentinel drops the "unsatisfiable: " prefix from the engine's error

@@ -99,7 +99,7 @@ func policyFrom(a *config.GPUTopologyArgs) allocator.Policy {
 		SearchBudget: int(a.SearchBudget),
 	}
 	for _, c := range a.Workload {
-		p.Workload = append(p.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight})
+		p.Workload = append(p.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
 	}
 	return p
 }

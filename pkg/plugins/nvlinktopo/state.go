@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // stateKey is where the plugin keeps its per-cycle state.
@@ -26,6 +27,8 @@ type stateData struct {
 	// session is the engine's allocation problem for this pod, nil when
 	// every claim is already allocated.
 	session *allocator.Session
+	// podHost is the CPU and memory the pod asks for besides devices.
+	podHost topology.Host
 
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.

@@ -65,7 +65,7 @@ func Convert(v *GPUTopologyArgs) *config.GPUTopologyArgs {
 		BindingTimeout: *v.BindingTimeout,
 	}
 	for _, c := range v.Workload {
-		out.Workload = append(out.Workload, config.TaskClass{GPUs: c.GPUs, Share: c.Share, Weight: c.Weight})
+		out.Workload = append(out.Workload, config.TaskClass{GPUs: c.GPUs, Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
 	}
 	return out
 }

@@ -38,10 +38,10 @@ func TestDecode(t *testing.T) {
 			a.FilterTimeout = metav1.Duration{Duration: time.Second}
 			return &a
 		}},
-		{name: "json", in: &runtime.Unknown{Raw: []byte(`{"packing":{"weight":3},"workload":[{"gpus":1,"share":0.5,"weight":1}]}`)}, want: func() *config.GPUTopologyArgs {
+		{name: "json", in: &runtime.Unknown{Raw: []byte(`{"packing":{"weight":3},"workload":[{"gpus":1,"share":0.5,"weight":1,"cpuMilli":4000,"memoryMiB":8192}]}`)}, want: func() *config.GPUTopologyArgs {
 			a := *defaults
 			a.Packing = config.PolicyPart{Enabled: true, Weight: 3}
-			a.Workload = []config.TaskClass{{GPUs: 1, Share: 0.5, Weight: 1}}
+			a.Workload = []config.TaskClass{{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 4000, MemoryMiB: 8192}}
 			return &a
 		}},
 		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("topolgy: {weight: 2}\n")}, wantErr: `unknown field "topolgy"`},

@@ -31,7 +31,7 @@ func SetDefaults(a *GPUTopologyArgs) {
 	}
 	if a.Workload == nil {
 		for _, c := range topology.DefaultWorkload() {
-			a.Workload = append(a.Workload, TaskClass{GPUs: int32(c.GPUs), Share: c.Share, Weight: c.Weight})
+			a.Workload = append(a.Workload, TaskClass{GPUs: int32(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
 		}
 	}
 	if a.SearchBudget == nil {

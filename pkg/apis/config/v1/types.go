@@ -42,9 +42,13 @@ type PolicyPart struct {
 }
 
 // TaskClass is one kind of request: GPUs whole GPUs, or a Share (0, 1] of
-// one GPU, with its relative frequency Weight.
+// one GPU, with its relative frequency Weight, and the CPU (millicores)
+// and memory (MiB) its pods typically ask for besides; a node without
+// them left strands its free GPUs for the class. 0: not counted.
 type TaskClass struct {
-	GPUs   int32   `json:"gpus"`
-	Share  float64 `json:"share"`
-	Weight float64 `json:"weight"`
+	GPUs      int32   `json:"gpus"`
+	Share     float64 `json:"share"`
+	Weight    float64 `json:"weight"`
+	CPUMilli  int64   `json:"cpuMilli,omitempty"`
+	MemoryMiB int64   `json:"memoryMiB,omitempty"`
 }

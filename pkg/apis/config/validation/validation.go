@@ -34,6 +34,12 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		if c.Weight < 0 {
 			errs = append(errs, field.Invalid(p.Child("weight"), c.Weight, "must not be negative"))
 		}
+		if c.CPUMilli < 0 {
+			errs = append(errs, field.Invalid(p.Child("cpuMilli"), c.CPUMilli, "must not be negative"))
+		}
+		if c.MemoryMiB < 0 {
+			errs = append(errs, field.Invalid(p.Child("memoryMiB"), c.MemoryMiB, "must not be negative"))
+		}
 	}
 	if a.SearchBudget < 0 {
 		errs = append(errs, field.Invalid(path.Child("searchBudget"), a.SearchBudget, "must not be negative"))

@@ -26,8 +26,8 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 	}{
 		{"negative weight", func(a *config.GPUTopologyArgs) { a.MIG.Weight = -1 }, []string{"args.mig.weight"}},
 		{"bad workload", func(a *config.GPUTopologyArgs) {
-			a.Workload = []config.TaskClass{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}}
-		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight"}},
+			a.Workload = []config.TaskClass{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}, {GPUs: 1, Share: 1, CPUMilli: -1, MemoryMiB: -1}}
+		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight", "args.workload[4].cpuMilli", "args.workload[4].memoryMiB"}},
 		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
 		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
 			a.SearchBudget = -1
