@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/plugins/nvlinktopo"
+	"github.com/gputopo/gputopo/pkg/plugins/scoring"
 )
 
 // Name of the plugin in a KubeSchedulerConfiguration.
@@ -19,5 +20,5 @@ const Name = "GPUConsumable"
 
 // New takes no arguments; its weight is the profile's plugin weight.
 func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	return nvlinktopo.NewQualityScorer(Name, allocator.Quality.PackingScore), nil
+	return nvlinktopo.NewQualityScorer(Name, allocator.Quality.PackingScore, scoring.Clamp), nil
 }

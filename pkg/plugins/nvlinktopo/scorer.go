@@ -14,8 +14,9 @@ import (
 // the allocation GPUTopology chose there; the partitionable and
 // consumable plugins are QualityScorers.
 type QualityScorer struct {
-	name string
-	rate func(allocator.Quality) float64
+	name      string
+	rate      func(allocator.Quality) float64
+	normalize func(fwk.NodeScoreList)
 }
 
 var (
@@ -23,9 +24,11 @@ var (
 	_ fwk.ScoreExtensions = &QualityScorer{}
 )
 
-// NewQualityScorer returns a scorer named name that rates by rate.
-func NewQualityScorer(name string, rate func(allocator.Quality) float64) *QualityScorer {
-	return &QualityScorer{name: name, rate: rate}
+// NewQualityScorer returns a scorer named name that rates by rate and
+// maps the ratings onto the framework's range with normalize
+// (scoring.MinMax, FromBest or Clamp).
+func NewQualityScorer(name string, rate func(allocator.Quality) float64, normalize func(fwk.NodeScoreList)) *QualityScorer {
+	return &QualityScorer{name: name, rate: rate, normalize: normalize}
 }
 
 // Name returns the plugin's name.
@@ -46,6 +49,6 @@ func (s *QualityScorer) ScoreExtensions() fwk.ScoreExtensions { return s }
 
 // NormalizeScore maps the ratings onto 0..100, best node highest.
 func (s *QualityScorer) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	scoring.MinMax(scores)
+	s.normalize(scores)
 	return nil
 }

@@ -34,3 +34,37 @@ func MinMax(scores fwk.NodeScoreList) {
 		scores[i].Score = fwk.MinNodeScore + (scores[i].Score-lo)*(fwk.MaxNodeScore-fwk.MinNodeScore)/(hi-lo)
 	}
 }
+
+// Clamp takes raw ratings that are already on the framework's scale
+// (ToScore of a value meant as 0..100) and clamps them into it, keeping
+// their absolute differences: for criteria whose small differences must
+// stay small next to other plugins' scores.
+func Clamp(scores fwk.NodeScoreList) {
+	for i := range scores {
+		s := scores[i].Score / Scale
+		scores[i].Score = min(max(s, fwk.MinNodeScore), fwk.MaxNodeScore)
+	}
+}
+
+// FromBest gives the best node the maximum and every other node the
+// maximum less its raw shortfall, in rating points; the shortfalls are
+// compressed only when they spread over more than the framework's range.
+// Unlike MinMax, nodes that differ by a fraction of a point stay within a
+// fraction of a point of each other, so a criterion that barely tells
+// nodes apart does not override the other plugins (on a fleet without
+// NVLink, MinMax turned a 0.02 difference in intact free GPUs into the
+// whole score), while a large difference (a link class, a firstAvailable
+// fallback) still decides.
+func FromBest(scores fwk.NodeScoreList) {
+	if len(scores) == 0 {
+		return
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	span := max(hi-lo, (fwk.MaxNodeScore-fwk.MinNodeScore)*Scale)
+	for i := range scores {
+		scores[i].Score = fwk.MaxNodeScore - (hi-scores[i].Score)*(fwk.MaxNodeScore-fwk.MinNodeScore)/span
+	}
+}
