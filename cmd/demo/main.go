@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/demo/openb"
 )
 
 func main() {
@@ -28,7 +30,10 @@ func main() {
 
 type flags struct {
 	scenario, cluster, workload, trace, out, kubeconfig, openbDir string
+	cpuProfile                                                    string
 	seed                                                          uint64
+	until                                                         float64
+	nodes                                                         int
 	quiet                                                         bool
 }
 
@@ -43,6 +48,9 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
 	fs.StringVar(&f.openbDir, "openb-dir", "", "directory of the openb trace (default: ../shared/traces/openb or shared/traces/openb)")
 	fs.Uint64Var(&f.seed, "seed", 1, "openb: seed of the inflation and order")
+	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
+	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (control plane included) to this file")
 	fs.StringVar(&f.out, "out", "_output/demo", "directory for report.html and summary.txt")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "replay on a real cluster instead (its nodes, its schedulers: default-scheduler and gputopo-scheduler, one after the other)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
@@ -61,6 +69,12 @@ func parse(args []string) (flags, error) {
 	case "default", "openb":
 	default:
 		return f, fmt.Errorf("--scenario=%q: want default or openb", f.scenario)
+	}
+	if f.nodes < 0 {
+		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)
+	}
+	if max := 100 * openb.DefaultInflation; f.until <= 0 || f.until > max {
+		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, max)
 	}
 	return f, nil
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
@@ -26,12 +29,16 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
+	nodes = openb.SampleNodes(nodes, f.nodes)
 	pods, err := openb.LoadPods(dir, f.trace)
 	if err != nil {
 		return report.Report{}, err
 	}
-	arrivals := openb.Inflate(pods, nodes, openb.DefaultInflation, f.seed)
 	capacity := openb.CapacityMilli(nodes)
+	inflated := openb.Inflate(pods, nodes, openb.DefaultInflation, f.seed)
+	// The workload is always inflated to 1.3x so a seed names the same
+	// order as the artifact's; only the prefix up to --until is submitted.
+	arrivals := openb.ArrivalsUntil(inflated, capacity, f.until)
 	cp, tmp, err := startControlPlane(ctx, say)
 	if err != nil {
 		return report.Report{}, err
@@ -49,7 +56,7 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	}
 	rep := report.Report{
 		Title:    fmt.Sprintf("gputopo vs first-fit on the openb trace (%s, seed %d)", f.trace, f.seed),
-		Scenario: fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; %d pods arriving up to %.1fx the GPU capacity", len(nodes), capacity/1000, len(arrivals), openb.DefaultInflation),
+		Scenario: fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; the first %d of %d pods sampled up to %.1fx the GPU capacity, submitted until they ask for %g%% of it", len(nodes), capacity/1000, len(arrivals), len(inflated), openb.DefaultInflation, f.until),
 		Notes: []string{
 			"Trace: Weng et al., \"Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent\", USENIX ATC 2023; Alibaba clusterdata (openb).",
 			"Published figures are the artifact's means over 10 seeds with its own simulator; ours are one seed through the real kube-scheduler with DRA (GPUs as shared devices, compute in percent).",
@@ -59,6 +66,9 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 		if v, ok := openb.Published[f.trace][p]; ok {
 			rep.Published = append(rep.Published, report.Figure{Label: "openb " + p + " (published)", Value: v, Unit: "%"})
 		}
+	}
+	if err := writePlacements(filepath.Join(f.out, "placements.csv"), arrivals, outs); err != nil {
+		return rep, err
 	}
 	copyNodes := map[string]map[string]string{}
 	for _, n := range fl {
@@ -98,4 +108,29 @@ func openbDir(flagDir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("openb trace not found; pass --openb-dir (the folder with %s)", openb.NodeFile)
+}
+
+// writePlacements writes every pod's request and outcome per scheduler,
+// for analysis beyond the report: scheduler, seq, pod, cpu_milli,
+// memory_mib, num_gpu, gpu_milli, gpu_spec, node ("" when pending).
+func writePlacements(path string, pods []openb.Pod, outs []*replay.OpenBOutcome) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"scheduler", "seq", "pod", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "node"})
+	for _, out := range outs {
+		for k, r := range out.Pods {
+			p := pods[k]
+			_ = w.Write([]string{out.Target.Name, strconv.Itoa(k), p.Name, strconv.FormatInt(p.CPUMilli, 10), strconv.FormatInt(p.MemoryMiB, 10),
+				strconv.Itoa(p.NumGPU), strconv.FormatInt(p.GPUMilli, 10), strings.Join(p.GPUSpec, "|"), r.Node})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

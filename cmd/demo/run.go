@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -41,6 +42,17 @@ func run(ctx context.Context, args []string) error {
 	started := time.Now()
 	if err := os.MkdirAll(f.out, 0o750); err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		prof, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer prof.Close()
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rep report.Report
 	switch {

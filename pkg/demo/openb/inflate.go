@@ -59,3 +59,35 @@ func Inflate(pods []Pod, nodes []Node, factor float64, seed uint64) []Pod {
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
+
+// ArrivalsUntil is the shortest prefix of the arrivals whose GPU request
+// reaches percent % of capacityMilli: the pods a run must submit to read
+// the curve at that arrival (the artifact's headline is read at 100%).
+// The pod that crosses the mark is included, so the curve has a point at
+// or beyond it; all pods are returned when they never reach it.
+func ArrivalsUntil(arrivals []Pod, capacityMilli int64, percent float64) []Pod {
+	target := percent / 100 * float64(capacityMilli)
+	var total float64
+	for i, p := range arrivals {
+		total += float64(p.GPUMilliRequest())
+		if total >= target {
+			return arrivals[:i+1]
+		}
+	}
+	return arrivals
+}
+
+// SampleNodes picks n of the nodes evenly spread over the list (which the
+// trace sorts by shape), so a smaller cluster keeps the mix of models and
+// sizes; all nodes when n is 0 or at least their number. Smaller
+// clusters make quicker looks; the published figures are for all nodes.
+func SampleNodes(nodes []Node, n int) []Node {
+	if n <= 0 || n >= len(nodes) {
+		return nodes
+	}
+	out := make([]Node, n)
+	for i := range out {
+		out[i] = nodes[i*len(nodes)/n]
+	}
+	return out
+}

@@ -117,3 +117,62 @@ func TestInflateRealTrace(t *testing.T) {
 		t.Errorf("CPU-only pods are %.3f of the workload, want about 0.133 like the trace", frac)
 	}
 }
+
+func TestArrivalsUntil(t *testing.T) {
+	// 10,000 milli-GPU of capacity; requests 0, 300, 2000, 1000, 5000.
+	arrivals := []Pod{
+		{Name: "cpu"},
+		{Name: "share", NumGPU: 1, GPUMilli: 300},
+		{Name: "two", NumGPU: 2, GPUMilli: 1000},
+		{Name: "one", NumGPU: 1, GPUMilli: 1000},
+		{Name: "five", NumGPU: 5, GPUMilli: 1000},
+	}
+	tests := []struct {
+		name    string
+		percent float64
+		want    int
+	}{
+		{"exactly reached keeps the pod that reaches it", 33, 4},
+		{"crossed keeps the pod that crosses it", 30, 4},
+		{"first GPU pod crosses a small mark", 1, 2},
+		{"whole request", 83, 5},
+		{"never reached returns everything", 100, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ArrivalsUntil(arrivals, 10_000, tc.percent)
+			if len(got) != tc.want {
+				t.Fatalf("ArrivalsUntil(%g%%) = %d pods, want %d", tc.percent, len(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestSampleNodes(t *testing.T) {
+	var nodes []Node
+	for i := range 10 {
+		nodes = append(nodes, Node{Name: strconv.Itoa(i)})
+	}
+	names := func(ns []Node) string {
+		var s []string
+		for _, n := range ns {
+			s = append(s, n.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{0, "0,1,2,3,4,5,6,7,8,9"},
+		{10, "0,1,2,3,4,5,6,7,8,9"},
+		{20, "0,1,2,3,4,5,6,7,8,9"},
+		{5, "0,2,4,6,8"},
+		{3, "0,3,6"},
+		{1, "0"},
+	} {
+		if got := names(SampleNodes(nodes, tc.n)); got != tc.want {
+			t.Errorf("SampleNodes(10 nodes, %d) = %s, want %s", tc.n, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,18 +123,67 @@ func reason(p *v1.Pod) string {
 		// Per-node clauses without the claim's generated name, and
 		// without the other copy of the fleet, which the pod's node
 		// selector excludes by design.
-		var parts []string
-		for _, part := range strings.Split(strings.TrimSuffix(strings.TrimSpace(m), "."), ", ") {
-			if strings.Contains(part, "didn't match Pod's node affinity/selector") {
-				continue
-			}
-			parts = append(parts, part)
-		}
-		m = claimName.ReplaceAllString(strings.Join(parts, ", "), "(")
-		if m == "" {
+		m = claimName.ReplaceAllString(strings.TrimSuffix(strings.TrimSpace(m), "."), "(")
+		if m = mergeClauses(splitClauses(m)); m == "" {
 			return "no node fits"
 		}
 		return m
 	}
 	return "not yet scheduled"
+}
+
+// splitClauses splits the scheduler's "N reason, M reason (detail, more)"
+// at the commas between clauses, not those inside parentheses.
+func splitClauses(m string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i, r := range m {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				parts = append(parts, strings.TrimSpace(m[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, strings.TrimSpace(m[start:]))
+}
+
+// mergeClauses drops node counts and the fleet copy the pod's selector
+// excludes, and keeps one clause per kind: a kind whose details differ
+// between nodes (how many devices match there) is named without them, so
+// that pods pending for the same reasons group together on a large fleet.
+func mergeClauses(parts []string) string {
+	details := map[string]map[string]bool{}
+	var kinds []string
+	for _, part := range parts {
+		if part == "" || strings.Contains(part, "didn't match Pod's node affinity/selector") {
+			continue
+		}
+		if i := strings.IndexByte(part, ' '); i > 0 && strings.Trim(part[:i], "0123456789") == "" {
+			part = part[i+1:]
+		}
+		kind := part
+		if i := strings.Index(part, " ("); i > 0 {
+			kind = part[:i]
+		}
+		if details[kind] == nil {
+			details[kind] = map[string]bool{}
+			kinds = append(kinds, kind)
+		}
+		details[kind][part] = true
+	}
+	slices.Sort(kinds)
+	for i, k := range kinds {
+		if len(details[k]) == 1 {
+			for full := range details[k] {
+				kinds[i] = full
+			}
+		}
+	}
+	return strings.Join(kinds, ", ")
 }

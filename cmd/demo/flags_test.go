@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario=trace"}, `--scenario="trace"`},
+		{[]string{"--scenario=openb", "--until=0"}, "--until=0: want a percentage of the GPU capacity in (0, 130]"},
+		{[]string{"--scenario=openb", "--until=131"}, "--until=131"},
+		{[]string{"--scenario=openb", "--nodes=-1"}, "--nodes=-1"},
+	} {
+		_, err := parse(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
+	if err != nil || f.until != 120 || f.nodes != 150 {
+		t.Errorf("valid flags: %+v, %v", f, err)
+	}
+}
