@@ -22,10 +22,7 @@ func MinMax(scores fwk.NodeScoreList) {
 	if len(scores) == 0 {
 		return
 	}
-	lo, hi := scores[0].Score, scores[0].Score
-	for _, s := range scores {
-		lo, hi = min(lo, s.Score), max(hi, s.Score)
-	}
+	lo, hi := bounds(scores)
 	for i := range scores {
 		if hi == lo {
 			scores[i].Score = fwk.MaxNodeScore
@@ -59,12 +56,18 @@ func FromBest(scores fwk.NodeScoreList) {
 	if len(scores) == 0 {
 		return
 	}
-	lo, hi := scores[0].Score, scores[0].Score
-	for _, s := range scores {
-		lo, hi = min(lo, s.Score), max(hi, s.Score)
-	}
+	lo, hi := bounds(scores)
 	span := max(hi-lo, (fwk.MaxNodeScore-fwk.MinNodeScore)*Scale)
 	for i := range scores {
 		scores[i].Score = fwk.MaxNodeScore - (hi-scores[i].Score)*(fwk.MaxNodeScore-fwk.MinNodeScore)/span
 	}
+}
+
+// bounds is the lowest and highest score of a non-empty list.
+func bounds(scores fwk.NodeScoreList) (lo, hi int64) {
+	lo, hi = scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	return lo, hi
 }
