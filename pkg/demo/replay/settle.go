@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,8 +156,9 @@ func splitClauses(m string) []string {
 
 // mergeClauses drops node counts and the fleet copy the pod's selector
 // excludes, and keeps one clause per kind: a kind whose details differ
-// between nodes (how many devices match there) is named without them, so
-// that pods pending for the same reasons group together on a large fleet.
+// between more than maxDetails kinds of node (how many devices match
+// there) is named without them, so that pods pending for the same reasons
+// group together on a large fleet.
 func mergeClauses(parts []string) string {
 	details := map[string]map[string]bool{}
 	var kinds []string
@@ -178,12 +180,24 @@ func mergeClauses(parts []string) string {
 		details[kind][part] = true
 	}
 	slices.Sort(kinds)
-	for i, k := range kinds {
-		if len(details[k]) == 1 {
-			for full := range details[k] {
-				kinds[i] = full
+	for _, k := range kinds {
+		// Nodes with no matching device at all say nothing the nodes
+		// with some do not.
+		for full := range details[k] {
+			if strings.Contains(full, " 0 match,") && len(details[k]) > 1 {
+				delete(details[k], full)
 			}
+		}
+	}
+	for i, k := range kinds {
+		if len(details[k]) <= maxDetails {
+			kinds[i] = strings.Join(slices.Sorted(maps.Keys(details[k])), ", ")
 		}
 	}
 	return strings.Join(kinds, ", ")
 }
+
+// maxDetails is how many variants of one kind of clause a reason keeps
+// in full: enough for a small fleet's few node shapes, few enough that
+// the openb fleet's pods group into a handful of reasons.
+const maxDetails = 3
