@@ -127,8 +127,8 @@ type HostUse struct {
 }
 
 // after is what the node has left once the pod runs there.
-func (h *HostUse) after() *topology.Host {
-	return &topology.Host{CPUMilli: h.Free.CPUMilli - h.Pod.CPUMilli, MemoryMiB: h.Free.MemoryMiB - h.Pod.MemoryMiB}
+func (h *HostUse) after() topology.Host {
+	return topology.Host{CPUMilli: h.Free.CPUMilli - h.Pod.CPUMilli, MemoryMiB: h.Free.MemoryMiB - h.Pod.MemoryMiB}
 }
 
 // Allocate finds the best allocation of the session's claims on node.

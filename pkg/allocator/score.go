@@ -195,10 +195,11 @@ func (r *run) measure(withRun bool) Quality {
 		}
 		var host *topology.Host
 		if r.host != nil {
-			host = &r.host.Free
+			h := r.host.Free
 			if withRun {
-				host = r.host.after()
+				h = r.host.after()
 			}
+			host = &h
 		}
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, r.pol.Workload)
 	}
