@@ -38,7 +38,9 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 		}
 	}
 	templates := map[string]bool{}
+	var arrivedMilli int64 // GPU the pods created so far ask for
 	for k, p := range pods {
+		arrivedMilli += p.GPUMilliRequest()
 		tmpl := ""
 		if p.NumGPU > 0 {
 			percent := p.GPUMilliRequest() / int64(p.NumGPU) / 10
@@ -67,7 +69,7 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 			}
 			if progress != nil {
 				progress(fmt.Sprintf("%d/%d pods arrived (%.0f%% of GPU capacity), %s", k+1, len(pods),
-					100*float64(requested(pods[:k+1]))/float64(capacityMilli), time.Since(start).Round(time.Second)))
+					100*float64(arrivedMilli)/float64(capacityMilli), time.Since(start).Round(time.Second)))
 			}
 		}
 	}
@@ -93,14 +95,6 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 		outs[i].Duration = time.Since(start)
 	}
 	return outs, nil
-}
-
-func requested(pods []openb.Pod) int64 {
-	var n int64
-	for _, p := range pods {
-		n += p.GPUMilliRequest()
-	}
-	return n
 }
 
 // waitBelow waits until fewer than n pods of the namespace await the

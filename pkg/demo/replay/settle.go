@@ -180,18 +180,14 @@ func mergeClauses(parts []string) string {
 		details[kind][part] = true
 	}
 	slices.Sort(kinds)
-	for _, k := range kinds {
+	for i, k := range kinds {
 		// Nodes with no matching device at all say nothing the nodes
 		// with some do not.
-		for full := range details[k] {
-			if strings.Contains(full, " 0 match,") && len(details[k]) > 1 {
-				delete(details[k], full)
-			}
-		}
-	}
-	for i, k := range kinds {
-		if len(details[k]) <= maxDetails {
-			kinds[i] = strings.Join(slices.Sorted(maps.Keys(details[k])), ", ")
+		variants := slices.DeleteFunc(slices.Sorted(maps.Keys(details[k])), func(v string) bool {
+			return strings.Contains(v, " 0 match,") && len(details[k]) > 1
+		})
+		if len(variants) > 0 && len(variants) <= maxDetails {
+			kinds[i] = strings.Join(variants, ", ")
 		}
 	}
 	return strings.Join(kinds, ", ")
