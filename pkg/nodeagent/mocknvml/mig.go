@@ -1,6 +1,8 @@
 package mocknvml
 
 import (
+	"slices"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
@@ -30,7 +32,8 @@ func span(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
 
 // realMIGPlacements makes a mock GPU with the 7-slice geometry answer with
 // the real placements and refuse, as the hardware does, GPU instances
-// while MIG is off and GPU instances that overlap existing ones.
+// while MIG is off and GPU instances that overlap existing ones. Like
+// NVML, it reuses the IDs of destroyed instances.
 func realMIGPlacements(dev *server.Device) {
 	profiles := dev.Config.MIGProfiles.GpuInstanceProfiles
 	if _, ok := profiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE]; !ok {
@@ -42,31 +45,8 @@ func realMIGPlacements(dev *server.Device) {
 		}
 		return RealPlacements[int(info.Id)], nvml.SUCCESS
 	}
-	create := dev.CreateGpuInstanceWithPlacementFunc
 	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
-		dev.RLock()
-		mode := dev.MigMode
-		var taken []nvml.GpuInstancePlacement
-		for gi := range dev.GpuInstances {
-			taken = append(taken, gi.Info.Placement)
-		}
-		dev.RUnlock()
-		if mode != nvml.DEVICE_MIG_ENABLE {
-			return nil, nvml.ERROR_NOT_SUPPORTED
-		}
-		valid := false
-		for _, p := range RealPlacements[int(info.Id)] {
-			valid = valid || p == *placement
-		}
-		if !valid {
-			return nil, nvml.ERROR_INVALID_ARGUMENT
-		}
-		for _, t := range taken {
-			if placement.Start < t.Start+t.Size && t.Start < placement.Start+placement.Size {
-				return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
-			}
-		}
-		return create(info, placement)
+		return createGI(dev, info, placement)
 	}
 	dev.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
 		dev.RLock()
@@ -78,6 +58,55 @@ func realMIGPlacements(dev *server.Device) {
 		}
 		return nil, nvml.ERROR_NOT_FOUND
 	}
+}
+
+// createGI creates a GPU instance at a real, free placement, with the
+// lowest ID not in use.
+func createGI(dev *server.Device, info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+	dev.Lock()
+	defer dev.Unlock()
+	if dev.MigMode != nvml.DEVICE_MIG_ENABLE {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	if !slices.Contains(RealPlacements[int(info.Id)], *placement) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	used := map[uint32]bool{}
+	for gi := range dev.GpuInstances {
+		t := gi.Info.Placement
+		if placement.Start < t.Start+t.Size && t.Start < placement.Start+placement.Size {
+			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+		used[gi.Info.Id] = true
+	}
+	gi := server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{Device: dev, Id: lowestFree(used), ProfileId: info.Id, Placement: *placement}, dev.Config.MIGProfiles)
+	gi.CreateComputeInstanceFunc = func(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+		return createCI(gi, info)
+	}
+	dev.GpuInstances[gi] = struct{}{}
+	return gi, nvml.SUCCESS
+}
+
+// createCI creates a compute instance with the lowest ID not in use in
+// its GPU instance.
+func createCI(gi *server.GpuInstance, info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+	gi.Lock()
+	defer gi.Unlock()
+	used := map[uint32]bool{}
+	for ci := range gi.ComputeInstances {
+		used[ci.Info.Id] = true
+	}
+	ci := server.NewComputeInstanceFromInfo(nvml.ComputeInstanceInfo{Device: gi.Info.Device, GpuInstance: gi, Id: lowestFree(used), ProfileId: info.Id})
+	gi.ComputeInstances[ci] = struct{}{}
+	return ci, nvml.SUCCESS
+}
+
+func lowestFree(used map[uint32]bool) uint32 {
+	id := uint32(0)
+	for used[id] {
+		id++
+	}
+	return id
 }
 
 // GPUInstances counts the MIG GPU instances on GPU index.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // checkpointVersion is bumped on incompatible changes of the format; an
@@ -34,6 +36,9 @@ type Device struct {
 	// Share is what a share of a shared GPU consumes.
 	Share        *Share   `json:"share,omitempty"`
 	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
+	// AdminAccess: the device is prepared for an admin-access request; it
+	// holds nothing (no conflicts) and owns no MIG instance.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// MIG is the GPU and compute instance created for a MIG placement.
 	MIG *MIGInstance `json:"mig,omitempty"`
 }
@@ -55,6 +60,28 @@ type MIGInstance struct {
 	GI      uint32 `json:"gi"`
 	CI      uint32 `json:"ci"`
 	Created bool   `json:"created"`
+	// Identity is what NVML said about the GPU instance when it was
+	// created; nil in checkpoints of agents that did not record it.
+	Identity *GIIdentity `json:"identity,omitempty"`
+}
+
+// GIIdentity tells a GPU instance apart from a later one with the same
+// ID (NVML reuses the IDs of destroyed instances): its profile (NVML's
+// GpuInstanceInfo.ProfileId, the profile's own ID, which on real GPUs
+// differs from the profile index in ProfileID) and its placement.
+type GIIdentity struct {
+	ProfileID uint32 `json:"profileID"`
+	Start     uint32 `json:"start"`
+	Size      uint32 `json:"size"`
+}
+
+func identityOf(info nvml.GpuInstanceInfo) *GIIdentity {
+	return &GIIdentity{ProfileID: info.ProfileId, Start: info.Placement.Start, Size: info.Placement.Size}
+}
+
+// is tells whether NVML's description of a GPU instance is this one's.
+func (id GIIdentity) is(info nvml.GpuInstanceInfo) bool {
+	return id == *identityOf(info)
 }
 
 // ID is how NVIDIA's container toolkit names a MIG device.

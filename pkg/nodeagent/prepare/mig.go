@@ -1,9 +1,11 @@
 package prepare
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
@@ -55,7 +57,7 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("compute instance info: %s", nvml.ErrorString(ret))
 	}
-	m.GI, m.CI, m.Created = giInfo.Id, cInfo.Id, true
+	m.GI, m.CI, m.Created, m.Identity = giInfo.Id, cInfo.Id, true, identityOf(giInfo)
 	return nil
 }
 
@@ -75,30 +77,14 @@ func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (
 
 // destroyMIG destroys the compute and GPU instance; instances already
 // gone (a repeated unprepare, a GPU reset) are no error.
-func (p *Preparer) destroyMIG(m *MIGInstance) error {
+func (p *Preparer) destroyMIG(ctx context.Context, m *MIGInstance) error {
 	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
 	}
-	var gi nvml.GpuInstance
-	if m.Created {
-		gi, ret = gpu.GetGpuInstanceById(int(m.GI))
-		if ret == nvml.ERROR_NOT_FOUND {
-			return nil
-		}
-		if ret != nvml.SUCCESS {
-			return fmt.Errorf("GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
-		}
-	} else {
-		// Intent recorded, creation interrupted: find what was made.
-		info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
-		if ret != nvml.SUCCESS {
-			return fmt.Errorf("MIG profile %d: %s", m.ProfileID, nvml.ErrorString(ret))
-		}
-		var err error
-		if gi, err = existingGI(gpu, &info, m.Start); err != nil || gi == nil {
-			return err
-		}
+	gi, err := recordedGI(ctx, gpu, m)
+	if err != nil || gi == nil {
+		return err
 	}
 	ciInfo, ret := gi.GetComputeInstanceProfileInfo(m.CIProfile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 	if ret == nvml.SUCCESS {
@@ -113,4 +99,38 @@ func (p *Preparer) destroyMIG(m *MIGInstance) error {
 		return fmt.Errorf("destroy GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
 	}
 	return nil
+}
+
+// recordedGI finds the GPU instance m records, or nil when it is gone.
+// NVML reuses instance IDs, so the instance with the recorded ID is m's
+// only if profile and placement match what was recorded at create time;
+// another one there means m's instance was destroyed (outside the agent,
+// by a GPU reset) and its ID went to an instance someone else uses.
+func recordedGI(ctx context.Context, gpu nvml.Device, m *MIGInstance) (nvml.GpuInstance, error) {
+	if !m.Created || m.Identity == nil {
+		// Intent recorded, creation interrupted (or no identity recorded):
+		// the instance of the recorded profile at the recorded placement.
+		info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG profile %d: %s", m.ProfileID, nvml.ErrorString(ret))
+		}
+		return existingGI(gpu, &info, m.Start)
+	}
+	gi, ret := gpu.GetGpuInstanceById(int(m.GI))
+	if ret == nvml.ERROR_NOT_FOUND {
+		return nil, nil
+	}
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
+	}
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU instance %d info: %s", m.GI, nvml.ErrorString(ret))
+	}
+	if !m.Identity.is(info) {
+		klog.FromContext(ctx).Info("Recorded GPU instance is gone, its ID now names another: leaving that one alone",
+			"gpu", m.ParentUUID, "gi", m.GI, "recorded", *m.Identity, "found", *identityOf(info))
+		return nil, nil
+	}
+	return gi, nil
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
@@ -100,8 +101,7 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	if old, ok := p.claims[uid]; ok {
 		c = resume(c, old) // a prepare interrupted by a crash
 	}
-	p.claims[uid] = c
-	if err := saveCheckpoint(p.path, p.claims); err != nil {
+	if err := p.save(c); err != nil {
 		return nil, err
 	}
 	for i := range c.Devices {
@@ -113,8 +113,7 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		if err := p.createMIG(dev, d.MIG); err != nil {
 			return nil, fmt.Errorf("claim %s: device %s: %w", claimRef(c), d.Device, err)
 		}
-		p.claims[uid] = c
-		if err := saveCheckpoint(p.path, p.claims); err != nil {
+		if err := p.save(c); err != nil {
 			return nil, err
 		}
 	}
@@ -122,8 +121,7 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		return nil, err
 	}
 	c.Prepared = true
-	p.claims[uid] = c
-	if err := saveCheckpoint(p.path, p.claims); err != nil {
+	if err := p.save(c); err != nil {
 		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Prepared claim", "claim", claimRef(c), "devices", len(c.Devices))
@@ -141,27 +139,51 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 		if r.Driver != p.layout.Driver {
 			continue
 		}
-		if r.Pool != p.layout.Pool() {
-			return c, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: pool %q is not this node's pool %q", claimRef(c), i, r.Pool, p.layout.Pool())
-		}
-		dev, ok := p.layout.Device(r.Device)
-		if !ok {
-			return c, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: device %q is not published by this node", claimRef(c), i, r.Device)
-		}
-		d := Device{Requests: []string{r.Request}, Pool: r.Pool, Device: r.Device, CDIDeviceIDs: []string{p.cdiName(c.UID, r.Device)}}
-		if r.ShareID != nil {
-			d.ShareID = string(*r.ShareID)
-			d.Share = shareOf(r)
-		}
-		if dev.MIG != nil {
-			d.MIG = &MIGInstance{ParentUUID: dev.GPU.UUID, ProfileID: dev.MIG.ID, CIProfile: dev.MIG.CIProfileID, Start: dev.Placement.Start}
-		}
-		if other, od, ok := p.conflict(c.UID, dev, d); ok {
-			return c, fmt.Errorf("%w: device %s of claim %s is already prepared for claim %s (as %s)", ErrConflict, r.Device, claimRef(c), claimRef(other), od)
+		d, err := p.planDevice(c, i, r)
+		if err != nil {
+			return c, err
 		}
 		c.Devices = append(c.Devices, d)
 	}
 	return c, nil
+}
+
+// planDevice checks result i of claim c and says how to prepare it.
+//
+// A result with admin access gets the device without owning it, as the
+// scheduler's allocator treats it (admin-access results do not count as
+// allocated, nor consume counters): it conflicts with no claim, no claim
+// conflicts with it, and on a MIG partition it creates no instance. The
+// scheduler may give that placement to a workload at any time (whose
+// prepare would adopt an instance found there, and the admin claim's
+// unprepare would destroy it under the workload), and the placement may
+// overlap instances that exist. So the admin claim gets the parent GPU
+// instead: monitoring and debugging tools see whatever instances exist
+// on it, now and later, and its unprepare tears nothing down.
+func (p *Preparer) planDevice(c Claim, i int, r resourceapi.DeviceRequestAllocationResult) (Device, error) {
+	if r.Pool != p.layout.Pool() {
+		return Device{}, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: pool %q is not this node's pool %q", claimRef(c), i, r.Pool, p.layout.Pool())
+	}
+	dev, ok := p.layout.Device(r.Device)
+	if !ok {
+		return Device{}, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: device %q is not published by this node", claimRef(c), i, r.Device)
+	}
+	d := Device{Requests: []string{r.Request}, Pool: r.Pool, Device: r.Device, CDIDeviceIDs: []string{p.cdiName(c.UID, r.Device)},
+		AdminAccess: ptr.Deref(r.AdminAccess, false)}
+	if r.ShareID != nil {
+		d.ShareID = string(*r.ShareID)
+		d.Share = shareOf(r)
+	}
+	if d.AdminAccess {
+		return d, nil
+	}
+	if dev.MIG != nil {
+		d.MIG = &MIGInstance{ParentUUID: dev.GPU.UUID, ProfileID: dev.MIG.ID, CIProfile: dev.MIG.CIProfileID, Start: dev.Placement.Start}
+	}
+	if other, od, ok := p.conflict(c.UID, dev, d); ok {
+		return Device{}, fmt.Errorf("%w: device %s of claim %s is already prepared for claim %s (as %s)", ErrConflict, r.Device, claimRef(c), claimRef(other), od)
+	}
+	return d, nil
 }
 
 func shareOf(r resourceapi.DeviceRequestAllocationResult) *Share {
@@ -178,6 +200,7 @@ func shareOf(r resourceapi.DeviceRequestAllocationResult) *Share {
 // conflict finds a claim other than uid holding the device or hardware
 // it overlaps: the same device (unless both are shares of a shareable
 // GPU), the whole GPU of a MIG partition, or an overlapping partition.
+// Devices held with admin access hold nothing.
 func (p *Preparer) conflict(uid string, dev resources.Device, d Device) (Claim, string, bool) {
 	for _, other := range p.claims {
 		if other.UID == uid {
@@ -185,7 +208,7 @@ func (p *Preparer) conflict(uid string, dev resources.Device, d Device) (Claim, 
 		}
 		for _, od := range other.Devices {
 			o, ok := p.layout.Device(od.Device)
-			if !ok || o.GPU.UUID != dev.GPU.UUID {
+			if !ok || o.GPU.UUID != dev.GPU.UUID || od.AdminAccess {
 				continue
 			}
 			if o.Name == dev.Name && d.ShareID != "" && od.ShareID != "" {
@@ -231,6 +254,10 @@ func (p *Preparer) result(c Claim) []kubeletplugin.Device {
 }
 
 // Unprepare undoes Prepare; unpreparing an unknown claim is no error.
+// The checkpoint follows every step: the claim is first marked not
+// prepared, then each destroyed MIG instance is forgotten, so that after
+// a crash the next unprepare destroys only what is left (NVML reuses
+// instance IDs) and a next prepare recreates what is gone.
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -238,11 +265,21 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	if !ok {
 		return nil
 	}
+	c.Prepared = false
+	if err := p.save(c); err != nil {
+		return err
+	}
 	for i := range c.Devices {
-		if m := c.Devices[i].MIG; m != nil {
-			if err := p.destroyMIG(m); err != nil {
-				return fmt.Errorf("claim %s: device %s: %w", claimRef(c), c.Devices[i].Device, err)
-			}
+		m := c.Devices[i].MIG
+		if m == nil {
+			continue
+		}
+		if err := p.destroyMIG(ctx, m); err != nil {
+			return fmt.Errorf("claim %s: device %s: %w", claimRef(c), c.Devices[i].Device, err)
+		}
+		c.Devices[i].MIG = nil
+		if err := p.save(c); err != nil {
+			return err
 		}
 	}
 	if err := p.removeSpec(c.UID); err != nil {
@@ -254,6 +291,12 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", claimRef(c))
 	return nil
+}
+
+// save records the claim's state in the checkpoint.
+func (p *Preparer) save(c Claim) error {
+	p.claims[c.UID] = c
+	return saveCheckpoint(p.path, p.claims)
 }
 
 func claimRef(c Claim) string {

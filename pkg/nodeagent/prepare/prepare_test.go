@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -90,6 +91,13 @@ func (b *claimBuilder) share(name, mem string) *claimBuilder {
 	return b
 }
 
+// admin allocates the device with admin access.
+func (b *claimBuilder) admin(name string) *claimBuilder {
+	b.device(name)
+	b.c.Status.Allocation.Devices.Results[len(b.c.Status.Allocation.Devices.Results)-1].AdminAccess = ptr.To(true)
+	return b
+}
+
 func (b *claimBuilder) obj() *resourceapi.ResourceClaim { return b.c }
 
 func TestPrepareWholeGPUWritesCDISpec(t *testing.T) {
@@ -153,6 +161,10 @@ func TestPrepareRefusesConflicts(t *testing.T) {
 		{"whole GPU over a MIG partition", config.MIG, claim("a").device("gpu-0-mig-1g10gb-6").obj(), claim("b").device("gpu-0").obj(), true},
 		{"two shares of a shared GPU", config.Shared, claim("a").share("gpu-0", "8Gi").obj(), claim("b").share("gpu-0", "16Gi").obj(), false},
 		{"a share and an exclusive use", config.Shared, claim("a").share("gpu-0", "8Gi").obj(), claim("b").device("gpu-0").obj(), true},
+		{"admin access to a GPU in use", config.Whole, claim("a").device("gpu-1").obj(), claim("b").admin("gpu-1").obj(), false},
+		{"a GPU under admin access", config.Whole, claim("a").admin("gpu-1").obj(), claim("b").device("gpu-1").obj(), false},
+		{"admin access to an overlapping partition", config.MIG, claim("a").device("gpu-0-mig-3g40gb-0").obj(), claim("b").admin("gpu-0-mig-1g10gb-2").obj(), false},
+		{"a partition under admin access to the whole GPU", config.MIG, claim("a").admin("gpu-0").obj(), claim("b").device("gpu-0-mig-1g10gb-2").obj(), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

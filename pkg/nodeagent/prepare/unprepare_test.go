@@ -1,0 +1,126 @@
+package prepare_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/prepare"
+)
+
+// instanceAt is the GPU instance at a placement start on GPU index.
+func (n *node) instanceAt(t *testing.T, gpu, start int) *server.GpuInstance {
+	t.Helper()
+	dev := n.lib.Devices[gpu].(*server.Device)
+	dev.RLock()
+	defer dev.RUnlock()
+	for gi := range dev.GpuInstances {
+		if int(gi.Info.Placement.Start) == start {
+			return gi
+		}
+	}
+	return nil
+}
+
+// destroy destroys a GPU instance and its compute instances, as
+// nvidia-smi or a GPU reset would behind the agent's back.
+func destroy(t *testing.T, gi *server.GpuInstance) {
+	t.Helper()
+	gi.RLock()
+	var cis []*server.ComputeInstance
+	for ci := range gi.ComputeInstances {
+		cis = append(cis, ci)
+	}
+	gi.RUnlock()
+	for _, ci := range cis {
+		if ret := ci.Destroy(); ret != nvml.SUCCESS {
+			t.Fatal(nvml.ErrorString(ret))
+		}
+	}
+	if ret := gi.Destroy(); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+}
+
+func claimByUID(cs []prepare.Claim, uid string) (prepare.Claim, bool) {
+	for _, c := range cs {
+		if c.UID == uid {
+			return c, true
+		}
+	}
+	return prepare.Claim{}, false
+}
+
+// NVML reuses GPU instance IDs: the instance recorded for claim a, gone
+// while the agent was down, has its ID reused by claim b's instance.
+// Unpreparing a must leave b's instance alone.
+func TestUnprepareLeavesAReusedInstanceIDAlone(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-0-mig-3g40gb-0").obj()); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t) // the agent is down meanwhile
+	destroy(t, n.instanceAt(t, 0, 0))
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-0-mig-3g40gb-4").obj()); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := claimByUID(n.p.Claims(), "uid-a")
+	b, _ := claimByUID(n.p.Claims(), "uid-b")
+	if a.Devices[0].MIG.GI != b.Devices[0].MIG.GI {
+		t.Fatalf("b's GPU instance has ID %d, want a's reused ID %d", b.Devices[0].MIG.GI, a.Devices[0].MIG.GI)
+	}
+
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	gi := n.instanceAt(t, 0, 4)
+	if gi == nil || n.gpuInstances(0) != 1 {
+		t.Fatalf("unpreparing a destroyed b's instance: %d instances left", n.gpuInstances(0))
+	}
+	if len(gi.ComputeInstances) != 1 {
+		t.Errorf("b's GPU instance has %d compute instances, want 1", len(gi.ComputeInstances))
+	}
+	if err := n.p.Unprepare(ctx, "uid-b"); err != nil || n.gpuInstances(0) != 0 {
+		t.Errorf("unprepare b: %v, %d instances left", err, n.gpuInstances(0))
+	}
+}
+
+// The agent dies between destroying a claim's two GPU instances: the
+// checkpoint records the first as destroyed, so the resumed unprepare
+// destroys only the second, not the instance that reused the first's ID.
+func TestUnprepareResumesBetweenDestroySteps(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-2-mig-3g40gb-4").device("gpu-2-mig-2g20gb-0").obj()); err != nil {
+		t.Fatal(err)
+	}
+	second := n.instanceAt(t, 2, 0)
+	destroyGI := second.DestroyFunc
+	second.DestroyFunc = func() nvml.Return { return nvml.ERROR_UNKNOWN } // the agent "dies" here
+	if err := n.p.Unprepare(ctx, "uid-a"); err == nil {
+		t.Fatal("want the injected failure")
+	}
+	second.DestroyFunc = destroyGI
+	n.restart(t)
+
+	a, ok := claimByUID(n.p.Claims(), "uid-a")
+	if !ok || a.Prepared || a.Devices[0].MIG != nil || a.Devices[1].MIG == nil {
+		t.Fatalf("checkpoint after the crash: %+v, want a unpreparing, first instance destroyed, second recorded", a)
+	}
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-2-mig-1g10gb-2").obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	if n.gpuInstances(2) != 1 || n.instanceAt(t, 2, 2) == nil {
+		t.Errorf("%d GPU instances on GPU 2, want only b's at slice 2", n.gpuInstances(2))
+	}
+	if _, ok := claimByUID(n.p.Claims(), "uid-a"); ok {
+		t.Error("a still checkpointed after the resumed unprepare")
+	}
+}
