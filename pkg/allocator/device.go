@@ -35,11 +35,21 @@ type device struct {
 	capFits map[string]*capFit
 
 	mu sync.Mutex
-	// matches caches CEL selector results by expression. A device's
-	// attributes never change (a changed slice is a new object, hence a
-	// new Inventory), so results stay valid for the Inventory's life.
-	matches map[string]bool
+	// matches caches CEL selector results (see match). A device's
+	// attributes never change (a changed slice is a new object with new
+	// devices), so results never go stale; the cache is bounded because
+	// devices outlive pods and their selectors.
+	matches map[matchKey]bool
 }
+
+// matchKey keys device.matches: legacy results are kept apart.
+type matchKey struct {
+	expression string
+	legacy     bool
+}
+
+// maxMatchesPerDevice bounds the cache of selector results.
+const maxMatchesPerDevice = 64
 
 type counterUse struct {
 	idx   int
@@ -71,11 +81,12 @@ func newDevice(s *resourceapi.ResourceSlice, i int) *device {
 //
 // legacy hides allowMultipleAllocations from the expression, as upstream's
 // stable allocator does; the cache keeps those results apart.
+//
+// A full cache drops one arbitrary entry per new result (map iteration
+// starts at a random entry): cheap, and a dropped result that is still
+// used, such as a class selector's, is just evaluated again.
 func (d *device) match(ctx context.Context, celCache *cel.Cache, expression string, legacy bool) (bool, error) {
-	key := expression
-	if legacy {
-		key = "\x00legacy\x00" + expression
-	}
+	key := matchKey{expression, legacy}
 	d.mu.Lock()
 	m, ok := d.matches[key]
 	d.mu.Unlock()
@@ -104,7 +115,13 @@ func (d *device) match(ctx context.Context, celCache *cel.Cache, expression stri
 	}
 	d.mu.Lock()
 	if d.matches == nil {
-		d.matches = make(map[string]bool, 2)
+		d.matches = make(map[matchKey]bool, 2)
+	}
+	if len(d.matches) >= maxMatchesPerDevice {
+		for k := range d.matches {
+			delete(d.matches, k)
+			break
+		}
 	}
 	d.matches[key] = m
 	d.mu.Unlock()
