@@ -20,7 +20,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		profiles  int // profiles in the scheduler ConfigMap, 0 if none
 	}{
 		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
-		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass"}, 1},
+		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, 1},
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},

@@ -3,12 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,19 +18,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	schedulerserverconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
-	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/test/integration/framework"
-	"sigs.k8s.io/yaml"
-
-	"github.com/gputopo/gputopo/pkg/plugins/registry"
 )
 
 // cluster is one control plane: kube-apiserver on the shared etcd, the
@@ -49,18 +39,29 @@ func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append([]string{
+	audit := newAuditLog(t)
+	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append(append([]string{
 		"--runtime-config=resource.k8s.io/v1=true",
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-	}, apiserverFlags...), framework.SharedEtcd())
+		// As a real cluster: the Node and RBAC authorizers, and admission
+		// with NodeRestriction (ValidatingAdmissionPolicy and
+		// ServiceAccount are on by default). TaintNodesByCondition is off:
+		// no kubelet ever makes the test's nodes ready again.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--disable-admission-plugins=TaintNodesByCondition",
+	}, audit.flags()...), apiserverFlags...), framework.SharedEtcd())
 	t.Cleanup(func() {
 		cancel()
 		server.TearDownFn()
+		audit.collect()
 	})
 	cfg := rest.CopyConfig(server.ClientConfig)
 	cfg.QPS, cfg.Burst = 500, 1000
 	client := kubernetes.NewForConfigOrDie(cfg)
 	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg)}
+	// The ServiceAccount admission plugin wants every pod's account to
+	// exist; no serviceaccount controller runs here.
+	c.defaultServiceAccount("default")
 
 	// The resourceclaim controller turns templates into claims.
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -80,6 +81,15 @@ func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 	return c
 }
 
+// defaultServiceAccount creates the namespace's default service account.
+func (c *cluster) defaultServiceAccount(ns string) {
+	c.t.Helper()
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(c.ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatalf("service account %s/default: %v", ns, err)
+	}
+}
+
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
@@ -92,103 +102,6 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// Scheduler configurations shipped in the manifests.
-const (
-	// bothProfiles: gputopo as the cluster's scheduler.
-	bothProfiles = "../../manifests/scheduler/configmap.yaml"
-	// gputopoOnly: gputopo next to the cluster's kube-scheduler.
-	gputopoOnly = "../../manifests/scheduler/second-scheduler/configmap.yaml"
-)
-
-// schedulerConfig reads the KubeSchedulerConfiguration of a manifest's
-// ConfigMap and points it at the test's API server.
-func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
-	t.Helper()
-	raw, err := os.ReadFile(configMap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm v1.ConfigMap
-	if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
-		t.Fatalf("%s: %v", configMap, err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
-		t.Fatalf("scheduler-config.yaml: %v", err)
-	}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 500, "burst": 1000}
-	// One instance per test; kube-scheduler exits the process when it
-	// stops leading, which a test cannot allow.
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// setupScheduler parses flags and builds the scheduler as cmd/scheduler
-// does, from a configuration file.
-func (c *cluster) setupScheduler(ctx context.Context, configFile string, extraFlags ...string) (*schedulerserverconfig.CompletedConfig, *scheduler.Scheduler, error) {
-	opts := options.NewOptions()
-	fs := pflag.NewFlagSet("gputopo-scheduler", pflag.ContinueOnError)
-	for _, set := range opts.Flags.FlagSets {
-		fs.AddFlagSet(set)
-	}
-	flags := append([]string{"--config=" + configFile, "--secure-port=0"}, extraFlags...)
-	if err := fs.Parse(flags); err != nil {
-		return nil, nil, err
-	}
-	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
-		return nil, nil, err
-	}
-	return app.Setup(ctx, opts, registry.SchedulerOptions()...)
-}
-
-// startScheduler runs the scheduler through the same Setup and Run as
-// cmd/scheduler, with the configuration of the ConfigMap that serves both
-// profiles. The returned function stops it and waits until it has stopped.
-func (c *cluster) startScheduler() (stop func()) {
-	return c.startSchedulerWith(bothProfiles)
-}
-
-// startSchedulerWith is startScheduler with another manifest's ConfigMap.
-func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (stop func()) {
-	t := c.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(c.ctx)
-	cc, sched, err := c.setupScheduler(ctx, schedulerConfig(t, configMap, c.kubeconfig), extraFlags...)
-	if err != nil {
-		cancel()
-		t.Fatalf("scheduler setup: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := app.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
-			t.Errorf("scheduler: %v", err)
-		}
-	}()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		<-done
-		// app.Run registers the configuration globally; the next
-		// scheduler in this process registers it again.
-		configz.Delete("componentconfig")
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // node creates a schedulable node.
@@ -232,6 +145,9 @@ func (c *cluster) create(objs ...any) {
 			_, err = c.client.CoreV1().Pods(o.Namespace).Create(c.ctx, o, metav1.CreateOptions{})
 		case *v1.Namespace:
 			_, err = c.client.CoreV1().Namespaces().Create(c.ctx, o, metav1.CreateOptions{})
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				c.defaultServiceAccount(o.Name)
+			}
 		default:
 			err = fmt.Errorf("unsupported %T", o)
 		}

@@ -9,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The scheduler serves kube-scheduler's health and metrics endpoints,
@@ -24,14 +29,23 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	c.startSchedulerWith(gputopoOnly, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+	c.startSchedulerWith(gputopoOnly, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir())
+	// /metrics is authorized by the API server (delegated TokenReview and
+	// SubjectAccessReview), as Prometheus scrapes it in a cluster.
+	token := c.metricsReaderToken()
 	c.create(podWithTemplate("default", "p", "two", "gputopo-scheduler"))
 	c.waitScheduled("default", "p")
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(path string) (int, string) {
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, path))
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
+		if err != nil {
+			return 0, err.Error()
+		}
+		if path == "/metrics" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -40,13 +54,20 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
-		var code int
 		c.waitFor(path, 30*time.Second, func() (bool, error) {
+			var code int
 			code, _ = get(path)
 			return code == http.StatusOK, nil
 		})
 	}
-	code, body := get("/metrics")
+	var (
+		code int
+		body string
+	)
+	c.waitFor("/metrics", 30*time.Second, func() (bool, error) {
+		code, body = get("/metrics")
+		return code == http.StatusOK, nil
+	})
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
@@ -55,4 +76,31 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
+}
+
+// metricsReaderToken is a token of a service account allowed to read
+// /metrics, as a monitoring system has.
+func (c *cluster) metricsReaderToken() string {
+	c.t.Helper()
+	const ns, name = "default", "metrics-reader"
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(c.ctx, sa, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.client.RbacV1().ClusterRoles().Create(c.ctx, role, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.client.RbacV1().ClusterRoleBindings().Create(c.ctx, binding, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	tr, err := c.client.CoreV1().ServiceAccounts(ns).CreateToken(c.ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return tr.Status.Token
 }

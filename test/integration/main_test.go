@@ -1,9 +1,14 @@
 // Package integration runs gputopo's scheduler against a real
 // kube-apiserver and etcd started in-process, with the real resourceclaim
-// controller, and asserts on what the API server holds.
+// controller, and asserts on what the API server holds. The API server
+// authorizes with Node and RBAC; the scheduler runs as its own process
+// (cmd/scheduler) and the node agents as their service account, with the
+// manifests' roles; only the test driver is admin.
 package integration
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,5 +23,47 @@ func TestMain(m *testing.M) {
 			os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		}
 	}
-	framework.EtcdMain(m.Run)
+	framework.EtcdMain(func() int {
+		dir, err := os.MkdirTemp("", "gputopo-integration")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if schedulerBinary, err = buildScheduler(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		code := m.Run()
+		if code == 0 && wholeSuite() {
+			code = reportRBACCoverage()
+		}
+		return code
+	})
+}
+
+// wholeSuite: the coverage check means something only when every test ran.
+func wholeSuite() bool {
+	run := flag.Lookup("test.run")
+	short := flag.Lookup("test.short")
+	return (run == nil || run.Value.String() == "") && (short == nil || short.Value.String() != "true")
+}
+
+// reportRBACCoverage fails the suite when a shipped role grants what no
+// test used and no reason explains.
+func reportRBACCoverage() int {
+	unused, err := checkRBACCoverage()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "RBAC coverage:", err)
+		return 1
+	}
+	if len(unused) > 0 {
+		fmt.Fprintln(os.Stderr, "RBAC coverage: the manifests grant what no request of the suite used (remove it, or say why in unusedAllowed):")
+		for _, u := range unused {
+			fmt.Fprintln(os.Stderr, "  "+u)
+		}
+		return 1
+	}
+	fmt.Println("RBAC coverage: every grant of the scheduler's and node agent's roles was used or is explained")
+	return 0
 }

@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// The API server of every test writes an audit log of the requests made
+// by gputopo's service accounts. Each test fails on a request that RBAC
+// denied; at the end of the suite TestMain checks that every rule of the
+// shipped roles was used, except those with a reason below.
+
+// productUsers are the identities the manifests give gputopo's parts.
+var productUsers = map[string]string{
+	schedulerUser: "scheduler",
+	agentUser:     "nodeagent",
+}
+
+// auditPolicy records metadata of product requests only.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: [` + schedulerUser + `, ` + agentUser + `]
+- level: None
+`
+
+// auditLog is one API server's audit log.
+type auditLog struct {
+	t    *testing.T
+	path string
+}
+
+func newAuditLog(t *testing.T) *auditLog {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &auditLog{t: t, path: filepath.Join(dir, "audit.log")}
+}
+
+func (a *auditLog) flags() []string {
+	return []string{
+		"--audit-policy-file=" + filepath.Join(filepath.Dir(a.path), "audit-policy.yaml"),
+		"--audit-log-path=" + a.path,
+		"--audit-log-mode=blocking",
+		"--audit-log-format=json",
+	}
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event we read.
+type auditEvent struct {
+	Verb             string `json:"verb"`
+	RequestURI       string `json:"requestURI"`
+	User             struct{ Username string }
+	ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
+	ObjectRef        *struct {
+		Resource, Namespace, Name, APIGroup, Subresource string
+	} `json:"objectRef"`
+	ResponseStatus *struct{ Code int } `json:"responseStatus"`
+	Annotations    map[string]string   `json:"annotations"`
+}
+
+// request is what RBAC decides on: who, group, resource[/sub], verb, name.
+type request struct {
+	who, group, resource, verb, name string
+}
+
+func (r request) String() string {
+	s := fmt.Sprintf("%s %s %s", r.who, r.verb, r.resource)
+	if r.group != "" {
+		s += "." + r.group
+	}
+	if r.name != "" {
+		s += " " + r.name
+	}
+	return s
+}
+
+// usedRequests collects every allowed product request of the suite.
+var usedRequests = struct {
+	sync.Mutex
+	set map[request]int
+}{set: map[request]int{}}
+
+// collect reads the log: a request RBAC denied fails the test; allowed
+// ones are counted for the coverage check.
+func (a *auditLog) collect() {
+	f, err := os.Open(a.path)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			a.t.Errorf("audit log: %v", err)
+		}
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	usedRequests.Lock()
+	defer usedRequests.Unlock()
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			a.t.Errorf("audit log line: %v", err)
+			continue
+		}
+		r, ok := e.request()
+		if !ok {
+			continue
+		}
+		if e.Annotations["authorization.k8s.io/decision"] == "forbid" {
+			a.t.Errorf("RBAC denied a request of the %s: %s (%s)", r.who, r, e.RequestURI)
+			continue
+		}
+		usedRequests.set[r]++
+	}
+	if err := sc.Err(); err != nil {
+		a.t.Errorf("audit log: %v", err)
+	}
+}
+
+// request maps an event of a product identity to what RBAC checks.
+func (e *auditEvent) request() (request, bool) {
+	user := e.User.Username
+	if e.ImpersonatedUser != nil {
+		user = e.ImpersonatedUser.Username
+	}
+	who, ok := productUsers[user]
+	if !ok || e.ObjectRef == nil {
+		return request{}, false
+	}
+	res := e.ObjectRef.Resource
+	if e.ObjectRef.Subresource != "" {
+		res += "/" + e.ObjectRef.Subresource
+	}
+	return request{who: who, group: e.ObjectRef.APIGroup, resource: res, verb: e.Verb, name: e.ObjectRef.Name}, true
+}
+
+// unusedAllowed lists grants no test exercises, each with the reason it
+// is in the role.
+var unusedAllowed = map[string]string{
+	"scheduler create bindings":                      "upstream's system:kube-scheduler grants the legacy bindings resource next to pods/binding; client-go binds through pods/binding",
+	"scheduler create events":                        "the core/v1 events API: upstream grants both event APIs; client-go's events recorder uses events.k8s.io",
+	"scheduler patch events":                         "the core/v1 events API (see create events)",
+	"scheduler update events":                        "the core/v1 events API (see create events)",
+	"scheduler update events.events.k8s.io":          "the recorder updates an event only when it aggregates series, not seen in the tests' short runs",
+	"scheduler patch events.events.k8s.io":           "the recorder patches an event series when the same event repeats within minutes",
+	"scheduler create resourceclaims.resource.k8s.io": "the default-scheduler profile creates the claim of a pod asking for a DRA extended resource (KEP-5004)",
+	"scheduler delete resourceclaims.resource.k8s.io": "the default-scheduler profile deletes a stale DRA extended-resource claim",
+	"scheduler update pods/finalizers":                "the default-scheduler profile's DRA extended-resource claims are owned by the pod (blockOwnerDeletion)",
+	"scheduler delete pods":                           "preemption deletes victims (kube-scheduler's DefaultPreemption)",
+}
+
+// roleRules reads the ClusterRoles and Roles of a manifest.
+func roleRules(path string) ([]rbacv1.PolicyRule, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rules []rbacv1.PolicyRule
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
+	for {
+		var obj struct {
+			Kind  string              `json:"kind"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := dec.Decode(&obj); err != nil {
+			break
+		}
+		if obj.Kind == "ClusterRole" || obj.Kind == "Role" {
+			rules = append(rules, obj.Rules...)
+		}
+	}
+	return rules, nil
+}
+
+// grant is one group/resource/verb of a rule.
+func grants(who string, rules []rbacv1.PolicyRule) []request {
+	var out []request
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, request{who: who, group: g, resource: res, verb: v, name: strings.Join(r.ResourceNames, ",")})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// covers reports whether a request used a grant. Writing a claim's
+// allocation or reservedFor through resourceclaims/status is also
+// authorized against resourceclaims/binding (granular status
+// authorization), which the audit log does not show as a request of its
+// own.
+func covers(g, r request) bool {
+	if g.who != r.who || g.group != r.group || g.verb != r.verb {
+		return false
+	}
+	if g.name != "" && !slices.Contains(strings.Split(g.name, ","), r.name) {
+		return false
+	}
+	return g.resource == r.resource || g.resource == "resourceclaims/binding" && r.resource == "resourceclaims/status"
+}
+
+// checkRBACCoverage returns the grants no request of the suite used and
+// that unusedAllowed does not explain.
+func checkRBACCoverage() ([]string, error) {
+	var all []request
+	for who, path := range map[string]string{
+		"scheduler": "../../manifests/scheduler/base/rbac.yaml",
+		"nodeagent": "../../manifests/nodeagent/rbac.yaml",
+	} {
+		rules, err := roleRules(path)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, grants(who, rules)...)
+	}
+	usedRequests.Lock()
+	defer usedRequests.Unlock()
+	var unused []string
+	for _, g := range all {
+		used := false
+		for r := range usedRequests.set {
+			if covers(g, r) {
+				used = true
+				break
+			}
+		}
+		key := request{who: g.who, group: g.group, resource: g.resource, verb: g.verb}.String()
+		if !used && unusedAllowed[key] == "" {
+			unused = append(unused, key)
+		}
+	}
+	sort.Strings(unused)
+	return unused, nil
+}

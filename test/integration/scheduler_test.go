@@ -1,0 +1,209 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// schedulerBinary is cmd/scheduler, built once by TestMain: every test
+// runs the scheduler as its own process, as a cluster runs it.
+var schedulerBinary string
+
+// buildScheduler builds cmd/scheduler into dir.
+func buildScheduler(dir string) (string, error) {
+	bin := filepath.Join(dir, "gputopo-scheduler")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/gputopo/gputopo/cmd/scheduler")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build cmd/scheduler: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Scheduler configurations shipped in the manifests.
+const (
+	// bothProfiles: gputopo as the cluster's scheduler.
+	bothProfiles = "../../manifests/scheduler/configmap.yaml"
+	// gputopoOnly: gputopo next to the cluster's kube-scheduler.
+	gputopoOnly = "../../manifests/scheduler/second-scheduler/configmap.yaml"
+	// schedulerSA is the identity the manifests give the scheduler.
+	schedulerNamespace = "gputopo-system"
+	schedulerSA        = "gputopo-scheduler"
+	schedulerUser      = "system:serviceaccount:" + schedulerNamespace + ":" + schedulerSA
+)
+
+// schedulerConfig reads the KubeSchedulerConfiguration of a manifest's
+// ConfigMap unchanged but for where the API server is.
+func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
+	t.Helper()
+	raw, err := os.ReadFile(configMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm v1.ConfigMap
+	if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
+		t.Fatalf("%s: %v", configMap, err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+		t.Fatalf("scheduler-config.yaml: %v", err)
+	}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 500, "burst": 1000}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serviceAccountKubeconfig installs the manifests' namespace, service
+// account and RBAC for the scheduler (once per cluster) and returns a
+// kubeconfig with a token of that service account, as a pod of the
+// Deployment gets it.
+func (c *cluster) serviceAccountKubeconfig(ns, sa, manifests string) string {
+	c.t.Helper()
+	if _, err := c.client.CoreV1().ServiceAccounts(ns).Get(c.ctx, sa, metav1.GetOptions{}); err != nil {
+		c.apply(manifests, "")
+	}
+	tr, err := c.client.CoreV1().ServiceAccounts(ns).CreateToken(c.ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("token for %s/%s: %v", ns, sa, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.config)
+	cfg.BearerToken = tr.Status.Token
+	return writeKubeconfig(c.t, cfg)
+}
+
+// impersonatingKubeconfig is the test driver's credentials acting as
+// user: for identities that are no service account (kube-scheduler's
+// system:kube-scheduler).
+func (c *cluster) impersonatingKubeconfig(user string, groups ...string) string {
+	c.t.Helper()
+	cfg := rest.CopyConfig(c.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return writeKubeconfig(c.t, cfg)
+}
+
+// schedulerProcess is one running scheduler binary.
+type schedulerProcess struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// startScheduler runs gputopo's scheduler with the ConfigMap that serves
+// both profiles, under the manifests' service account.
+func (c *cluster) startScheduler() (stop func()) {
+	return c.startSchedulerWith(bothProfiles)
+}
+
+// startSchedulerWith runs the scheduler binary with a manifest's
+// ConfigMap, under the manifests' service account and RBAC, with leader
+// election as shipped. stop ends it with SIGTERM and waits.
+func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (stop func()) {
+	c.t.Helper()
+	kubeconfig := c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
+	p := c.runScheduler("gputopo", schedulerConfig(c.t, configMap, kubeconfig), extraFlags...)
+	return func() { p.stop(syscall.SIGTERM) }
+}
+
+// runScheduler starts the binary with a configuration file; the process
+// is killed at the end of the test, and its log shown if the test failed.
+func (c *cluster) runScheduler(name, config string, extraFlags ...string) *schedulerProcess {
+	t := c.t
+	t.Helper()
+	log := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--config=" + config, "--secure-port=0", "--v=3"}, extraFlags...)
+	cmd := exec.Command(schedulerBinary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start scheduler: %v", err)
+	}
+	p := &schedulerProcess{cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("%s scheduler log (tail):\n%s", name, tail(log, 60))
+		}
+	})
+	return p
+}
+
+// stop sends sig and waits for the process to end.
+func (p *schedulerProcess) stop(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// exited reports whether the process has ended and how.
+func (p *schedulerProcess) exited() (bool, string) {
+	select {
+	case <-p.done:
+		return true, p.cmd.ProcessState.String()
+	default:
+		return false, ""
+	}
+}
+
+// waitExit waits for the process to end by itself.
+func (p *schedulerProcess) waitExit(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("scheduler still running after %s", timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
