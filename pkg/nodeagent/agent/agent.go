@@ -38,8 +38,10 @@ type Options struct {
 	// PCIeRoot maps a PCI bus ID to its root complex (sysfs on a real
 	// node); nil leaves the attribute out.
 	PCIeRoot func(busID string) (string, error)
-	// PluginDir is the kubelet plugin's data directory (its DRA socket
-	// and the checkpoint); RegistrarDir the kubelet's plugin registry.
+	// PluginDir is the kubelet plugin's data directory (its DRA socket,
+	// the checkpoint, and AckDir, where operators acknowledge a GPU's
+	// recovery from a fatal Xid); RegistrarDir the kubelet's plugin
+	// registry.
 	PluginDir    string
 	RegistrarDir string
 	// CDIDir receives the claims' CDI specs.
@@ -71,7 +73,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("node agent: node name is required")
 	}
-	for _, dir := range []string{o.PluginDir, o.RegistrarDir, o.CDIDir} {
+	for _, dir := range []string{o.PluginDir, AckDir(o.PluginDir), o.RegistrarDir, o.CDIDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("node agent: %w", err)
 		}
@@ -95,7 +97,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	a := &Agent{opts: o, layout: layout, preparer: preparer, cancel: cancel, healthy: make(chan struct{}),
-		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval})}
+		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir)})}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
 		kubeletplugin.NodeName(o.NodeName),
@@ -127,6 +129,10 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	logger.Info("Node agent started", "node", o.NodeName, "driver", o.Config.DriverName, "gpus", len(gpus), "devices", len(layout.Devices))
 	return a, nil
 }
+
+// AckDir is where an operator writes a file named after a GPU's UUID to
+// acknowledge its recovery from a fatal Xid.
+func AckDir(pluginDir string) string { return filepath.Join(pluginDir, "recovered") }
 
 // Layout is what the agent publishes.
 func (a *Agent) Layout() *resources.Layout { return a.layout }

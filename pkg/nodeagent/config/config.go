@@ -65,18 +65,38 @@ type SharedPolicy struct {
 	DefaultComputePercent int64 `json:"defaultComputePercent"`
 }
 
-// HealthPolicy maps NVML Xid errors to device taints.
+// HealthPolicy maps NVML Xid errors to device taints and says when a
+// taint is lifted.
 type HealthPolicy struct {
 	// IgnoredXids are application errors (the GPU is fine): no taint.
 	IgnoredXids []uint64 `json:"ignoredXids,omitempty"`
-	// FatalXids need a GPU reset: NoExecute, evicting running pods.
-	// Other Xids taint NoSchedule.
+	// FatalXids need a GPU reset: NoExecute, evicting running pods, and
+	// lifted only after evidence of recovery (FatalRecovery). Other Xids
+	// taint NoSchedule.
 	FatalXids []uint64 `json:"fatalXids,omitempty"`
-	// RecoverAfter: a NoSchedule taint is lifted when the GPU answers
-	// and reported no Xid for this long. NoExecute taints need twice
-	// that.
+	// RecoverAfter: a taint is lifted when the GPU answers and has had no
+	// error (no tainting Xid, no failed probe) for this long.
 	RecoverAfter metav1.Duration `json:"recoverAfter"`
+	// FlapThreshold and FlapWindow: a GPU tainted for the
+	// FlapThreshold-th time within FlapWindow (counting each time it went
+	// from untainted to tainted) is flapping, and that taint is lifted
+	// only after FlapWindow without any error.
+	FlapThreshold int             `json:"flapThreshold"`
+	FlapWindow    metav1.Duration `json:"flapWindow"`
+	// FatalRecovery is the evidence a fatal-Xid taint waits for.
+	FatalRecovery FatalRecovery `json:"fatalRecovery"`
 }
+
+// FatalRecovery is what counts as evidence that a GPU recovered from a
+// fatal Xid. An operator's acknowledgement always counts.
+type FatalRecovery string
+
+const (
+	// RecoverOnReset: a GPU reset seen through NVML counts too.
+	RecoverOnReset FatalRecovery = "reset"
+	// RecoverByOperator: only an operator's acknowledgement counts.
+	RecoverByOperator FatalRecovery = "operator"
+)
 
 // Default is the configuration used without a file.
 func Default() Config {
@@ -93,8 +113,11 @@ func Default() Config {
 			IgnoredXids: []uint64{13, 31, 43, 45, 68, 109},
 			// Double-bit ECC, fallen off the bus, uncontained ECC, GSP
 			// and row-remapping failures.
-			FatalXids:    []uint64{48, 63, 64, 74, 79, 94, 95, 119, 120, 140},
-			RecoverAfter: metav1.Duration{Duration: 5 * time.Minute},
+			FatalXids:     []uint64{48, 63, 64, 74, 79, 94, 95, 119, 120, 140},
+			RecoverAfter:  metav1.Duration{Duration: 5 * time.Minute},
+			FlapThreshold: 3,
+			FlapWindow:    metav1.Duration{Duration: time.Hour},
+			FatalRecovery: RecoverOnReset,
 		},
 	}
 }
@@ -147,10 +170,27 @@ func (c Config) Validate() error {
 	if p := c.Shared.DefaultComputePercent; p < 1 || p > 100 {
 		errs = append(errs, field.Invalid(sp.Child("defaultComputePercent"), p, "must be in 1..100"))
 	}
-	if c.Health.RecoverAfter.Duration <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("health", "recoverAfter"), c.Health.RecoverAfter.Duration.String(), "must be positive"))
-	}
+	errs = append(errs, c.Health.validate(field.NewPath("health"))...)
 	return errs.ToAggregate()
+}
+
+func (h HealthPolicy) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if h.RecoverAfter.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("recoverAfter"), h.RecoverAfter.Duration.String(), "must be positive"))
+	}
+	if h.FlapThreshold < 1 {
+		errs = append(errs, field.Invalid(p.Child("flapThreshold"), h.FlapThreshold, "must be >= 1"))
+	}
+	if h.FlapWindow.Duration < h.RecoverAfter.Duration {
+		errs = append(errs, field.Invalid(p.Child("flapWindow"), h.FlapWindow.Duration.String(), "must be at least recoverAfter"))
+	}
+	switch h.FatalRecovery {
+	case RecoverOnReset, RecoverByOperator:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("fatalRecovery"), h.FatalRecovery, []FatalRecovery{RecoverOnReset, RecoverByOperator}))
+	}
+	return errs
 }
 
 func validMode(p *field.Path, m Mode) field.ErrorList {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
@@ -16,8 +17,15 @@ func TestLoad(t *testing.T) {
 		check      func(config.Config) bool
 	}{
 		{"defaults", "", nil, func(c config.Config) bool {
-			return c.DriverName == "gpu.nvidia.com" && c.DefaultMode == config.Whole && c.Shared.DefaultMemory.String() == "8Gi"
+			return c.DriverName == "gpu.nvidia.com" && c.DefaultMode == config.Whole && c.Shared.DefaultMemory.String() == "8Gi" &&
+				c.Health.FlapThreshold == 3 && c.Health.FlapWindow.Duration == time.Hour && c.Health.FatalRecovery == config.RecoverOnReset
 		}},
+		{"health", "health:\n  flapThreshold: 2\n  flapWindow: 30m\n  fatalRecovery: operator\n", nil, func(c config.Config) bool {
+			return c.Health.FlapThreshold == 2 && c.Health.FlapWindow.Duration == 30*time.Minute && c.Health.FatalRecovery == config.RecoverByOperator &&
+				c.Health.RecoverAfter.Duration == 5*time.Minute
+		}},
+		{"bad health", "health:\n  flapThreshold: 0\n  flapWindow: 1m\n  fatalRecovery: timer\n",
+			[]string{"health.flapThreshold", "health.flapWindow: Invalid value: \"1m0s\": must be at least recoverAfter", `health.fatalRecovery: Unsupported value: "timer"`}, nil},
 		{"rules", "defaultMode: shared\ngpus:\n- product: A100\n  mode: mig\n- indexes: [7]\n  mode: whole\n", nil, func(c config.Config) bool {
 			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
 		}},

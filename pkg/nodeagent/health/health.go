@@ -1,8 +1,9 @@
 // Package health watches NVML for critical errors (Xid events) and lost
 // GPUs and turns them into device taints: NoSchedule for errors the GPU
 // survives, NoExecute for those that need a reset or a GPU that fell off
-// the bus. A taint is lifted when the GPU answers again and stayed quiet
-// for the configured recovery time.
+// the bus. Taints lift with hysteresis (state.go): after a quiet period,
+// a longer one for a flapping GPU, and for fatal Xids only with evidence
+// of recovery (recovery.go).
 package health
 
 import (
@@ -26,6 +27,10 @@ type Options struct {
 	// ProbeInterval is how often GPUs are asked whether they still answer
 	// (and taints checked for recovery). Default 5s.
 	ProbeInterval time.Duration
+	// AckDir is where an operator acknowledges that a GPU recovered from
+	// a fatal Xid, by writing a file named after its UUID; empty: no
+	// acknowledgements.
+	AckDir string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -37,9 +42,8 @@ type Monitor struct {
 	opts    Options
 	changed chan struct{}
 
-	mu     sync.Mutex
-	taints map[string]resources.Taint
-	last   map[string]time.Time // last bad news per GPU
+	mu   sync.Mutex
+	gpus map[string]*gpuState
 }
 
 // New watches the GPUs with the given UUIDs.
@@ -50,8 +54,11 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1),
-		taints: map[string]resources.Taint{}, last: map[string]time.Time{}}
+	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}}
+	for _, uuid := range uuids {
+		m.gpus[uuid] = &gpuState{}
+	}
+	return m
 }
 
 // Changed is signalled when the taints change.
@@ -61,9 +68,11 @@ func (m *Monitor) Changed() <-chan struct{} { return m.changed }
 func (m *Monitor) Taints() map[string]resources.Taint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]resources.Taint, len(m.taints))
-	for k, v := range m.taints {
-		out[k] = v
+	out := map[string]resources.Taint{}
+	for uuid, s := range m.gpus {
+		if s.taint != nil {
+			out[uuid] = *s.taint
+		}
 	}
 	return out
 }
@@ -83,7 +92,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	for _, uuid := range m.uuids {
 		d, ret := m.lib.DeviceGetHandleByUUID(uuid)
 		if ret != nvml.SUCCESS {
-			m.report(ctx, uuid, "lost", resourceapi.DeviceTaintEffectNoExecute)
+			m.lost(ctx, uuid)
 			continue
 		}
 		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
@@ -123,71 +132,35 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 		klog.FromContext(ctx).V(2).Info("Application Xid, GPU stays healthy", "uuid", uuid, "xid", xid)
 		return
 	}
+	fatal := slices.Contains(m.opts.Policy.FatalXids, xid)
 	effect := resourceapi.DeviceTaintEffectNoSchedule
-	if slices.Contains(m.opts.Policy.FatalXids, xid) {
+	if fatal {
 		effect = resourceapi.DeviceTaintEffectNoExecute
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.gpus[uuid]
+	if !ok {
+		return
+	}
+	if fatal {
+		s.fatalXid()
+		m.clearAck(ctx, uuid) // an acknowledgement must follow the Xid
 	}
 	m.report(ctx, uuid, fmt.Sprintf("xid-%d", xid), effect)
 }
 
-// report taints a GPU, keeping the stronger effect of an existing taint.
+// report records bad news about a GPU and taints it, keeping the stronger
+// effect of an existing taint. Callers hold m.mu.
 func (m *Monitor) report(ctx context.Context, uuid, why string, effect resourceapi.DeviceTaintEffect) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.opts.Now()
-	m.last[uuid] = now
-	old, had := m.taints[uuid]
-	if had && (old.Effect == resourceapi.DeviceTaintEffectNoExecute || old.Effect == effect) {
-		return
-	}
-	klog.FromContext(ctx).Info("GPU unhealthy, tainting its devices", "uuid", uuid, "reason", why, "effect", effect)
-	m.taints[uuid] = resources.Taint{Value: why, Effect: effect, Since: now}
-	m.signal()
-}
-
-// Probe asks every GPU whether it answers, taints lost ones and lifts
-// taints whose GPU answers and stayed quiet long enough.
-func (m *Monitor) Probe(ctx context.Context) {
-	for _, uuid := range m.uuids {
-		if !m.answers(uuid) {
-			m.report(ctx, uuid, "lost", resourceapi.DeviceTaintEffectNoExecute)
-			continue
-		}
-		m.recover(ctx, uuid)
-	}
-}
-
-func (m *Monitor) answers(uuid string) bool {
-	d, ret := m.lib.DeviceGetHandleByUUID(uuid)
-	if ret != nvml.SUCCESS {
-		return false
-	}
-	if _, ret := d.GetUUID(); ret != nvml.SUCCESS {
-		return false
-	}
-	_, ret = d.GetMemoryInfo()
-	return ret != nvml.ERROR_GPU_IS_LOST
-}
-
-func (m *Monitor) recover(ctx context.Context, uuid string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.taints[uuid]
+	s, ok := m.gpus[uuid]
 	if !ok {
 		return
 	}
-	quiet := m.opts.Policy.RecoverAfter.Duration
-	if t.Effect == resourceapi.DeviceTaintEffectNoExecute && t.Value != "lost" {
-		quiet *= 2
-	}
-	if t.Value == "lost" {
-		quiet = 0 // it answers again
-	}
-	if m.opts.Now().Sub(m.last[uuid]) < quiet {
+	if !s.bad(m.opts.Policy, m.opts.Now(), why, effect) {
 		return
 	}
-	klog.FromContext(ctx).Info("GPU healthy again, lifting taint", "uuid", uuid, "reason", t.Value)
-	delete(m.taints, uuid)
+	klog.FromContext(ctx).Info("GPU unhealthy, tainting its devices", "uuid", uuid, "reason", why, "effect", effect, "flapping", s.flapping)
 	m.signal()
 }
 

@@ -10,11 +10,13 @@ import (
 )
 
 // events delivers injected NVML events to the event sets of the server,
-// and marks GPUs lost as NVML does when a GPU falls off the bus.
+// marks GPUs lost as NVML does when a GPU falls off the bus, and keeps
+// the recovery action NVML reports per GPU (reset.go).
 type events struct {
-	mu   sync.Mutex
-	sets []*eventSet
-	lost map[int]bool
+	mu       sync.Mutex
+	sets     []*eventSet
+	lost     map[int]bool
+	recovery map[int]nvml.DeviceGpuRecoveryAction
 }
 
 type eventSet struct {
@@ -24,7 +26,7 @@ type eventSet struct {
 }
 
 func newEvents(s *server.Server) *events {
-	e := &events{lost: map[int]bool{}}
+	e := &events{lost: map[int]bool{}, recovery: map[int]nvml.DeviceGpuRecoveryAction{}}
 	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
 		set := &eventSet{ch: make(chan nvml.EventData, 64), registered: map[nvml.Device]uint64{}}
 		e.mu.Lock()
@@ -71,6 +73,7 @@ func newEvents(s *server.Server) *events {
 			}
 			return mem()
 		}
+		e.wireRecovery(i, dev)
 	}
 	return e
 }

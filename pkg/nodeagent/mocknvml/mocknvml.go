@@ -1,8 +1,9 @@
 // Package mocknvml builds go-nvml mock servers for the node shapes gputopo
 // simulates, with what the mocks lack filled in: NVLink link state,
 // version and remote PCI info, NVLink peer-to-peer status, NUMA nodes,
-// bus IDs, the multi-node NVLink fabric (GB200), MIG placements as real
-// hardware has them, and NVML events (Xid) that a test can inject.
+// bus IDs, the multi-node NVLink fabric (GB200), MIG placements and
+// instance IDs as real hardware has them, and what a test can inject:
+// NVML events (Xid), lost GPUs, recovery actions and GPU resets.
 package mocknvml
 
 import (

@@ -1,0 +1,63 @@
+package health
+
+import (
+	"context"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+)
+
+// Probe asks every GPU whether it answers, taints lost ones, looks for
+// evidence of recovery and lifts the taints the rules allow (state.go).
+func (m *Monitor) Probe(ctx context.Context) {
+	for _, uuid := range m.uuids {
+		d, ok := m.answers(uuid)
+		if !ok {
+			m.lost(ctx, uuid)
+			continue
+		}
+		m.recover(ctx, uuid, d)
+	}
+}
+
+// answers returns the GPU's handle when it answers.
+func (m *Monitor) answers(uuid string) (nvml.Device, bool) {
+	d, ret := m.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return nil, false
+	}
+	if _, ret := d.GetUUID(); ret != nvml.SUCCESS {
+		return nil, false
+	}
+	_, ret = d.GetMemoryInfo()
+	return d, ret != nvml.ERROR_GPU_IS_LOST
+}
+
+func (m *Monitor) lost(ctx context.Context, uuid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.gpus[uuid]; ok {
+		s.evidence.lost = true
+	}
+	m.report(ctx, uuid, "lost", resourceapi.DeviceTaintEffectNoExecute)
+}
+
+func (m *Monitor) recover(ctx context.Context, uuid string, d nvml.Device) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.gpus[uuid]
+	if s.taint == nil {
+		return
+	}
+	if s.fatal && !s.evidence.recovered {
+		m.lookForRecovery(ctx, uuid, d, s)
+	}
+	if !s.liftable(m.opts.Policy, m.opts.Now()) {
+		return
+	}
+	klog.FromContext(ctx).Info("GPU healthy again, lifting taint", "uuid", uuid, "reason", s.taint.Value)
+	s.lift()
+	m.clearAck(ctx, uuid)
+	m.signal()
+}
