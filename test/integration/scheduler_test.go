@@ -49,6 +49,13 @@ const (
 // ConfigMap unchanged but for where the API server is.
 func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
 	t.Helper()
+	return schedulerConfigWith(t, configMap, kubeconfig, nil)
+}
+
+// schedulerConfigWith is schedulerConfig with a change of the test's
+// (edit receives the decoded KubeSchedulerConfiguration).
+func schedulerConfigWith(t *testing.T, configMap, kubeconfig string, edit func(cfg map[string]any)) string {
+	t.Helper()
 	raw, err := os.ReadFile(configMap)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +69,9 @@ func schedulerConfig(t *testing.T, configMap, kubeconfig string) string {
 		t.Fatalf("scheduler-config.yaml: %v", err)
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 500, "burst": 1000}
+	if edit != nil {
+		edit(cfg)
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +131,34 @@ func (c *cluster) startScheduler() (stop func()) {
 // election as shipped. stop ends it with SIGTERM and waits.
 func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (stop func()) {
 	c.t.Helper()
-	kubeconfig := c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
-	p := c.runScheduler("gputopo", schedulerConfig(c.t, configMap, kubeconfig), extraFlags...)
+	p := c.runScheduler("gputopo", schedulerConfig(c.t, configMap, c.schedulerKubeconfig()), extraFlags...)
 	return func() { p.stop(syscall.SIGTERM) }
+}
+
+// schedulerKubeconfig is the kubeconfig of gputopo's service account.
+func (c *cluster) schedulerKubeconfig() string {
+	return c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
+}
+
+// profileArgs sets a plugin's args in a profile of a decoded
+// KubeSchedulerConfiguration, adding the plugin's entry if needed.
+func profileArgs(cfg map[string]any, profile, plugin string, args map[string]any) {
+	for _, p := range cfg["profiles"].([]any) {
+		p := p.(map[string]any)
+		if p["schedulerName"] != profile {
+			continue
+		}
+		pcs, _ := p["pluginConfig"].([]any)
+		for _, pc := range pcs {
+			if pc := pc.(map[string]any); pc["name"] == plugin {
+				for k, v := range args {
+					pc["args"].(map[string]any)[k] = v
+				}
+				return
+			}
+		}
+		p["pluginConfig"] = append(pcs, map[string]any{"name": plugin, "args": args})
+	}
 }
 
 // runScheduler starts the binary with a configuration file; the process

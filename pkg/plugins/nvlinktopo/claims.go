@@ -58,8 +58,12 @@ func (pl *GPUTopology) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status 
 	return nil
 }
 
-// EventsToRegister: pods wait for claims, slices, classes and nodes.
+// EventsToRegister: pods wait for claims, slices, classes and nodes. It
+// also refuses a profile that enables DynamicResources too (checkProfile).
 func (pl *GPUTopology) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if err := checkProfile(pl.fh); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
 	return []fwk.ClusterEventWithHint{
 		// Node labels can make network-attached devices available.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},

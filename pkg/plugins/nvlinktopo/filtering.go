@@ -23,9 +23,10 @@ import (
 // builds the engine session that Filter runs on every node.
 func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	extended := pl.draExtendedResources(pod)
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
-	if len(pod.Spec.ResourceClaims) == 0 {
+	if len(pod.Spec.ResourceClaims) == 0 && len(extended) == 0 {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -33,12 +34,13 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	if len(claims) == 0 {
+	if len(claims) == 0 && len(extended) == 0 {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s := &stateData{
 		claims:      claims,
+		extended:    extended,
 		availableOn: make([]*nodeaffinity.NodeSelector, len(claims)),
 		results:     make(map[string]*allocator.Result),
 	}
@@ -59,8 +61,10 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 			}
 			continue
 		}
+		// As upstream: wait for the other pod's allocation to be written.
+		// Unresolvable, so that preemption does not evict pods for it.
 		if pl.draManager.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("resourceclaim %s is being allocated for another pod", klog.KObj(claim)))
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s is being allocated for another pod", klog.KObj(claim)))
 		}
 		if status := pl.checkClasses(claim); status != nil {
 			return nil, status
@@ -126,15 +130,13 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	node := nodeInfo.Node()
 	logger := klog.FromContext(ctx)
-	for i, sel := range s.availableOn {
-		if sel != nil && !sel.Match(node) {
-			s.mu.Lock()
-			if s.unavailable == nil {
-				s.unavailable = make(map[int]bool)
-			}
-			s.unavailable[i] = true
-			s.mu.Unlock()
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s is allocated on other nodes", klog.KObj(s.claims[i])))
+	if st := extendedResourcesOn(nodeInfo, s.extended); st != nil {
+		return st
+	}
+	for i, claim := range s.claims {
+		if reason := pl.unavailableOn(node, s.availableOn[i], claim); reason != "" {
+			s.markUnavailable(i)
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 		}
 	}
 	if s.session == nil {
@@ -152,11 +154,13 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	switch {
 	case err == nil:
 	case allocator.IsNodeLevel(err):
-		return fwk.NewStatus(fwk.Unschedulable, trimSentinel(err))
+		// Unresolvable as upstream: evicting pods does not free devices
+		// for the preemptor in 1.37, so preemption must not try.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, trimSentinel(err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return fwk.AsStatus(fmt.Errorf("node %s: timed out after %s allocating devices", node.Name, pl.args.FilterTimeout.Duration))
 	case ctx.Err() != nil:
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("stopped allocating devices: %v", context.Cause(ctx)))
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("stopped allocating devices: %v", context.Cause(ctx)))
 	default:
 		logger.V(3).Info("Claims cannot be allocated", "pod", klog.KObj(pod), "node", klog.KObj(node), "err", err)
 		return fwk.AsStatus(err)

@@ -2,7 +2,6 @@ package nvlinktopo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -154,15 +152,15 @@ func podClaimFor(pod *v1.Pod, claim *resourceapi.ResourceClaim) *v1.PodResourceC
 	return &v1.PodResourceClaim{Name: claim.Name, ResourceClaimName: &claim.Name}
 }
 
-// errBindingFailed: a device reported one of its binding failure
-// conditions.
-var errBindingFailed = errors.New("device binding failed")
-
 // waitForBindingConditions waits until every allocated device with
-// binding conditions reports them all true in the claim's status.
+// binding conditions reports them all true in the claim's status. A
+// failure condition, or the binding timeout counted from the allocation,
+// ends the wait with an error: Unreserve then drops the pod's
+// reservation, and the next attempt's Filter and PostFilter deallocate
+// the claim so that it is allocated anew.
 func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod, s *stateData) error {
 	pending := func() (bool, error) {
-		for _, c := range s.claims {
+		for i, c := range s.claims {
 			claim, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name)
 			if err != nil {
 				return false, err
@@ -170,21 +168,10 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 			if claim.Status.Allocation == nil {
 				return false, fmt.Errorf("resourceclaim %s got deallocated while waiting for binding conditions", klog.KObj(claim))
 			}
-			for _, r := range claim.Status.Allocation.Devices.Results {
-				if len(r.BindingConditions) == 0 {
-					continue
-				}
-				conds := deviceConditions(claim, &r)
-				for _, f := range r.BindingFailureConditions {
-					if apimeta.IsStatusConditionTrue(conds, f) {
-						return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
-					}
-				}
-				for _, b := range r.BindingConditions {
-					if !apimeta.IsStatusConditionTrue(conds, b) {
-						return true, nil
-					}
-				}
+			s.claims[i] = claim
+			ready, err := pl.bindingReady(claim, time.Now())
+			if err != nil || !ready {
+				return !ready, err
 			}
 		}
 		return false, nil
@@ -194,21 +181,14 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 		return err
 	}
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for device binding conditions")
-	err = wait.PollUntilContextTimeout(ctx, time.Second, pl.args.BindingTimeout.Duration, false, func(context.Context) (bool, error) {
+	// bindingReady ends the wait at the claims' own deadline; the poll's
+	// limit is only a bound.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, pl.args.BindingTimeout.Duration+time.Second, false, func(context.Context) (bool, error) {
 		waiting, err := pending()
 		return !waiting, err
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for device binding conditions: %w", err)
-	}
-	return nil
-}
-
-func deviceConditions(claim *resourceapi.ResourceClaim, r *resourceapi.DeviceRequestAllocationResult) []metav1.Condition {
-	for _, d := range claim.Status.Devices {
-		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device && (r.ShareID == nil || d.ShareID != nil && *d.ShareID == string(*r.ShareID)) {
-			return d.Conditions
-		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -19,6 +20,9 @@ const stateKey fwk.StateKey = Name
 type stateData struct {
 	// claims of the pod, in pod.spec.resourceClaims order.
 	claims []*resourceapi.ResourceClaim
+	// extended: DRA-backed extended resources the pod asks for, with
+	// their DeviceClass.
+	extended map[v1.ResourceName]string
 	// toAllocate indexes claims that need an allocation.
 	toAllocate []int
 	// availableOn is, per claim, the node selector of an existing
@@ -33,7 +37,8 @@ type stateData struct {
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.
 	results map[string]*allocator.Result
-	// unavailable claims (already allocated elsewhere), for PostFilter.
+	// unavailable claims (allocated elsewhere, binding failed or timed
+	// out), for PostFilter to deallocate.
 	unavailable map[int]bool
 }
 
@@ -50,6 +55,15 @@ func getState(cs fwk.CycleState) (*stateData, error) {
 		return nil, fmt.Errorf("%s state has type %T, want *stateData", Name, v)
 	}
 	return s, nil
+}
+
+func (d *stateData) markUnavailable(claim int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unavailable == nil {
+		d.unavailable = make(map[int]bool)
+	}
+	d.unavailable[claim] = true
 }
 
 func (d *stateData) result(node string) *allocator.Result {
