@@ -20,7 +20,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/test/integration/framework"
 )
@@ -33,14 +32,27 @@ type cluster struct {
 	client     kubernetes.Interface
 	config     *rest.Config
 	kubeconfig string
+	apiserver  *apiServer
 }
 
 func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 	t.Helper()
+	return newCluster(t, false, apiserverFlags)
+}
+
+// startRestartableCluster is startCluster whose API server can restart
+// (c.apiserver.restart) while every client keeps working.
+func startRestartableCluster(t *testing.T) *cluster {
+	t.Helper()
+	return newCluster(t, true, nil)
+}
+
+func newCluster(t *testing.T, restartable bool, apiserverFlags []string) *cluster {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	audit := newAuditLog(t)
-	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append(append([]string{
+	s := &apiServer{t: t, storage: framework.SharedEtcd(), flags: append(append([]string{
 		"--runtime-config=resource.k8s.io/v1=true",
 		// As a real cluster: the Node and RBAC authorizers, and admission
 		// with NodeRestriction (ValidatingAdmissionPolicy and
@@ -49,16 +61,24 @@ func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--disable-admission-plugins=TaintNodesByCondition",
-	}, audit.flags()...), apiserverFlags...), framework.SharedEtcd())
+	}, audit.flags()...), apiserverFlags...)}
+	var caPEM []byte
+	if restartable {
+		caPEM = s.makeRestartable()
+	}
+	s.start()
 	t.Cleanup(func() {
 		cancel()
-		server.TearDownFn()
+		s.stop()
 		audit.collect()
 	})
-	cfg := rest.CopyConfig(server.ClientConfig)
+	cfg := rest.CopyConfig(s.server.ClientConfig)
+	if restartable {
+		cfg = s.driverConfig(ctx, caPEM)
+	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	client := kubernetes.NewForConfigOrDie(cfg)
-	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg)}
+	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg), apiserver: s}
 	// The ServiceAccount admission plugin wants every pod's account to
 	// exist; no serviceaccount controller runs here.
 	c.defaultServiceAccount("default")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -81,7 +82,11 @@ func (c *cluster) apply(dir, ns string) []string {
 				}
 				ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
 			}
-			if _, err := ri.Create(c.ctx, &obj, metav1.CreateOptions{}); err != nil {
+			_, err = ri.Create(c.ctx, &obj, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) && gvk.Kind == "Namespace" {
+				continue // both the scheduler's and the agent's manifests have it
+			}
+			if err != nil {
 				c.t.Fatalf("%s: create %s %s: %v", f, gvk.Kind, obj.GetName(), err)
 			}
 			applied = append(applied, strings.ToLower(gvk.Kind)+"/"+obj.GetName())

@@ -53,10 +53,18 @@ func (c *cluster) startAgent(n simNode) (*agent.Agent, *mocknvml.Server) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	a := c.startAgentOn(n, lib, c.t.TempDir())
+	c.t.Cleanup(a.Stop)
+	return a, lib
+}
+
+// startAgentOn runs the agent on given GPUs with its state (checkpoint,
+// sockets, CDI specs) in dir, as a restarted agent finds them.
+func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *agent.Agent {
+	c.t.Helper()
 	cfg := config.Default()
 	cfg.DefaultMode = n.mode
 	cfg.Health.RecoverAfter = metav1.Duration{Duration: time.Second}
-	dir := c.t.TempDir()
 	a, err := agent.Start(c.ctx, agent.Options{
 		NodeName: n.name, Config: cfg, NVML: lib, KubeClient: c.agentClient(n.name),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
@@ -65,8 +73,7 @@ func (c *cluster) startAgent(n simNode) (*agent.Agent, *mocknvml.Server) {
 	if err != nil {
 		c.t.Fatalf("agent of %s: %v", n.name, err)
 	}
-	c.t.Cleanup(a.Stop)
-	return a, lib
+	return a
 }
 
 // poolDevices counts the devices the API server holds for a node's pool.
@@ -150,6 +157,12 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 				}
 				break
 			}
+		}
+		// Its own node, another node's pool and device names.
+		reused := other.DeepCopy()
+		reused.Name, reused.Spec.NodeName = "reused-pool", ptr.To("dgx-h100")
+		if _, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, reused, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "may publish only its own pool dgx-h100, not pool pcie-pairs") {
+			t.Errorf("agent of dgx-h100 publishing into the pool of pcie-pairs: %v", err)
 		}
 		if _, err := c.agentClient("").ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "no node in the request's credentials") {
 			t.Errorf("agent without a node: %v", err)
