@@ -29,7 +29,8 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	c.startSchedulerWith(gputopoOnly, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir())
+	c.startSchedulerWith(gputopoOnly, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	// /metrics is authorized by the API server (delegated TokenReview and
 	// SubjectAccessReview), as Prometheus scrapes it in a cluster.
 	token := c.metricsReaderToken()

@@ -101,7 +101,7 @@ func (c *cluster) poolDevices(node string) (devices, tainted int) {
 // allocates from their slices, the agents prepare what it allocated, and
 // a GPU error keeps new claims off the GPU until it recovers.
 func TestNodeAgentsWithTheScheduler(t *testing.T) {
-	c := startCluster(t, "--authorization-mode=RBAC")
+	c := startCluster(t)
 	c.apply("../../manifests/nodeagent", "")
 	c.deviceClasses()
 	nodes := []simNode{
