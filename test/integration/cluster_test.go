@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,6 +164,12 @@ func (c *cluster) create(objs ...any) {
 			_, err = c.client.ResourceV1().ResourceClaims(o.Namespace).Create(c.ctx, o, metav1.CreateOptions{})
 		case *v1.Pod:
 			_, err = c.client.CoreV1().Pods(o.Namespace).Create(c.ctx, o, metav1.CreateOptions{})
+		case *v1.PersistentVolume:
+			_, err = c.client.CoreV1().PersistentVolumes().Create(c.ctx, o, metav1.CreateOptions{})
+		case *v1.PersistentVolumeClaim:
+			_, err = c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(c.ctx, o, metav1.CreateOptions{})
+		case *storagev1.StorageClass:
+			_, err = c.client.StorageV1().StorageClasses().Create(c.ctx, o, metav1.CreateOptions{})
 		case *v1.Namespace:
 			_, err = c.client.CoreV1().Namespaces().Create(c.ctx, o, metav1.CreateOptions{})
 			if err == nil || apierrors.IsAlreadyExists(err) {
