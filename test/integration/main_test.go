@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if schedulerBinary, err = buildScheduler(dir); err != nil {
+		if err := buildBinaries(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -21,7 +21,7 @@ const kubeSchedulerUser = "system:kube-scheduler"
 // startKubeScheduler runs the cluster's kube-scheduler: the same binary
 // with upstream's default configuration (one profile, default-scheduler,
 // in-tree DynamicResources) as system:kube-scheduler, in its own process.
-func (c *cluster) startKubeScheduler() *schedulerProcess {
+func (c *cluster) startKubeScheduler() *process {
 	c.t.Helper()
 	kubeconfig := c.impersonatingKubeconfig(kubeSchedulerUser)
 	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1

@@ -19,18 +19,25 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// schedulerBinary is cmd/scheduler, built once by TestMain: every test
-// runs the scheduler as its own process, as a cluster runs it.
-var schedulerBinary string
+// schedulerBinary and agentBinary are cmd/scheduler and cmd/nodeagent,
+// built once by TestMain: tests run them as their own processes, as a
+// cluster runs them.
+var schedulerBinary, agentBinary string
 
-// buildScheduler builds cmd/scheduler into dir.
-func buildScheduler(dir string) (string, error) {
-	bin := filepath.Join(dir, "gputopo-scheduler")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/gputopo/gputopo/cmd/scheduler")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build cmd/scheduler: %v\n%s", err, out)
+// buildBinaries builds the product's commands into dir.
+func buildBinaries(dir string) error {
+	schedulerBinary = filepath.Join(dir, "gputopo-scheduler")
+	agentBinary = filepath.Join(dir, "gputopo-nodeagent")
+	for bin, pkg := range map[string]string{
+		schedulerBinary: "github.com/gputopo/gputopo/cmd/scheduler",
+		agentBinary:     "github.com/gputopo/gputopo/cmd/nodeagent",
+	} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		}
 	}
-	return bin, nil
+	return nil
 }
 
 // Scheduler configurations shipped in the manifests.
@@ -113,8 +120,8 @@ func (c *cluster) impersonatingKubeconfig(user string, groups ...string) string 
 	return writeKubeconfig(c.t, cfg)
 }
 
-// schedulerProcess is one running scheduler binary.
-type schedulerProcess struct {
+// process is one running binary of the product.
+type process struct {
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
@@ -161,9 +168,16 @@ func profileArgs(cfg map[string]any, profile, plugin string, args map[string]any
 	}
 }
 
-// runScheduler starts the binary with a configuration file; the process
-// is killed at the end of the test, and its log shown if the test failed.
-func (c *cluster) runScheduler(name, config string, extraFlags ...string) *schedulerProcess {
+// runScheduler starts the scheduler binary with a configuration file.
+func (c *cluster) runScheduler(name, config string, extraFlags ...string) *process {
+	c.t.Helper()
+	args := append([]string{"--config=" + config, "--secure-port=0", "--v=3"}, extraFlags...)
+	return c.runBinary(name, schedulerBinary, args...)
+}
+
+// runBinary starts a binary; the process is killed at the end of the
+// test, and its log shown if the test failed.
+func (c *cluster) runBinary(name, binary string, args ...string) *process {
 	t := c.t
 	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
@@ -171,13 +185,12 @@ func (c *cluster) runScheduler(name, config string, extraFlags ...string) *sched
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--config=" + config, "--secure-port=0", "--v=3"}, extraFlags...)
-	cmd := exec.Command(schedulerBinary, args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start scheduler: %v", err)
+		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &schedulerProcess{cmd: cmd, log: log, done: make(chan struct{})}
+	p := &process{cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -186,14 +199,14 @@ func (c *cluster) runScheduler(name, config string, extraFlags ...string) *sched
 	t.Cleanup(func() {
 		p.stop(syscall.SIGKILL)
 		if t.Failed() {
-			t.Logf("%s scheduler log (tail):\n%s", name, tail(log, 60))
+			t.Logf("%s log (tail):\n%s", name, tail(log, 60))
 		}
 	})
 	return p
 }
 
 // stop sends sig and waits for the process to end.
-func (p *schedulerProcess) stop(sig syscall.Signal) {
+func (p *process) stop(sig syscall.Signal) {
 	select {
 	case <-p.done:
 		return
@@ -209,7 +222,7 @@ func (p *schedulerProcess) stop(sig syscall.Signal) {
 }
 
 // exited reports whether the process has ended and how.
-func (p *schedulerProcess) exited() (bool, string) {
+func (p *process) exited() (bool, string) {
 	select {
 	case <-p.done:
 		return true, p.cmd.ProcessState.String()
@@ -219,12 +232,12 @@ func (p *schedulerProcess) exited() (bool, string) {
 }
 
 // waitExit waits for the process to end by itself.
-func (p *schedulerProcess) waitExit(ctx context.Context, timeout time.Duration) error {
+func (p *process) waitExit(ctx context.Context, timeout time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(timeout):
-		return fmt.Errorf("scheduler still running after %s", timeout)
+		return fmt.Errorf("%s still running after %s", p.cmd.Path, timeout)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

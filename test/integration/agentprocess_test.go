@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/ptr"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+const (
+	agentNamespace = "gputopo-system"
+	agentDaemonSet = "gputopo-nodeagent"
+	agentDriver    = "gpu.nvidia.com"
+)
+
+// agentProcess is a node agent binary running for one node, with the
+// directories a DaemonSet pod mounts from the host.
+type agentProcess struct {
+	*process
+	pluginDir, registrarDir, cdiDir string
+}
+
+// runAgentProcess runs cmd/nodeagent for node as the DaemonSet of
+// manifests/nodeagent does: a pod of its template bound to the node
+// (created here, as the DaemonSet controller would), a service account
+// token bound to that pod (so it carries the node's name, as the
+// kubelet's projected token does), the ConfigMap's configuration, and
+// mock NVML of the given shape instead of the driver's library.
+func (c *cluster) runAgentProcess(node, shape string) *agentProcess {
+	c.t.Helper()
+	pod := c.daemonSetPod(node)
+	tr, err := c.client.CoreV1().ServiceAccounts(agentNamespace).CreateToken(c.ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("token for the agent's pod %s: %v", pod.Name, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.config)
+	cfg.BearerToken = tr.Status.Token
+
+	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	dir := c.t.TempDir()
+	configPath := filepath.Join(dir, "nodeagent.yaml")
+	if err := os.WriteFile(configPath, []byte(cm.Data["nodeagent.yaml"]), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	a := &agentProcess{pluginDir: filepath.Join(dir, "plugin"), registrarDir: filepath.Join(dir, "registry"), cdiDir: filepath.Join(dir, "cdi")}
+	for _, d := range []string{a.pluginDir, a.registrarDir, a.cdiDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	a.process = c.runBinary("nodeagent-"+node, agentBinary,
+		"--node-name="+node, "--config="+configPath, "--nvml=mock:"+shape,
+		"--kubeconfig="+writeKubeconfig(c.t, cfg),
+		"--plugin-dir="+a.pluginDir, "--registrar-dir="+a.registrarDir, "--cdi-dir="+a.cdiDir,
+		"--health-probe-interval=200ms", "--v=4")
+	return a
+}
+
+// daemonSetPod creates the pod the DaemonSet controller would create on
+// node from the applied DaemonSet's template.
+func (c *cluster) daemonSetPod(node string) *v1.Pod {
+	c.t.Helper()
+	ds, err := c.client.AppsV1().DaemonSets(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("the manifests' DaemonSet: %v", err)
+	}
+	// The template runs under the NVIDIA container runtime; the
+	// RuntimeClass admission plugin wants it to exist.
+	if rc := ds.Spec.Template.Spec.RuntimeClassName; rc != nil {
+		_, err := c.client.NodeV1().RuntimeClasses().Create(c.ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: *rc}, Handler: *rc}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			c.t.Fatal(err)
+		}
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: ds.Name + "-", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
+		Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Spec.NodeName = node
+	pod, err = c.client.CoreV1().Pods(ds.Namespace).Create(c.ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("the DaemonSet's pod on %s: %v", node, err)
+	}
+	return pod
+}
+
+// dial connects to one of the agent's Unix sockets as the kubelet does.
+func dial(t *testing.T, socket string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", socket, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestNodeAgentProcess installs the node agent as the docs do (the
+// manifests, then the DaemonSet's pod on a GPU node) and runs it as its
+// own process under its service account: it publishes the node's GPUs,
+// registers with the kubelet over the registration socket, and prepares
+// and unprepares what gputopo's scheduler (another process) allocated,
+// driven over the DRA socket as the kubelet drives it.
+func TestNodeAgentProcess(t *testing.T) {
+	c := startCluster(t)
+	c.apply("../../manifests/nodeagent", "")
+	c.deviceClasses()
+	const node = "dgx-h100"
+	c.node(node, map[string]string{"nvidia.com/gpu.present": "true"})
+	agent := c.runAgentProcess(node, "dgxh100")
+	c.waitFor("slices of "+node, 60*time.Second, func() (bool, error) {
+		if done, state := agent.exited(); done {
+			t.Fatalf("node agent exited: %s\n%s", state, tail(agent.log, 40))
+		}
+		got, _ := c.poolDevices(node)
+		return got == 8, nil
+	})
+
+	t.Run("registration", func(t *testing.T) {
+		socket := filepath.Join(agent.registrarDir, agentDriver+"-reg.sock")
+		reg := registerapi.NewRegistrationClient(dial(t, socket))
+		info, err := reg.GetInfo(c.ctx, &registerapi.InfoRequest{})
+		if err != nil {
+			t.Fatalf("GetInfo: %v", err)
+		}
+		if info.Type != registerapi.DRAPlugin || info.Name != agentDriver || info.Endpoint != filepath.Join(agent.pluginDir, "dra.sock") {
+			t.Errorf("plugin info %+v: want a %s plugin named %s at %s", info, registerapi.DRAPlugin, agentDriver, filepath.Join(agent.pluginDir, "dra.sock"))
+		}
+		if !slices.Contains(info.SupportedVersions, drapb.DRAPluginService) {
+			t.Errorf("supported versions %v: want %s", info.SupportedVersions, drapb.DRAPluginService)
+		}
+		if _, err := reg.NotifyRegistrationStatus(c.ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+			t.Errorf("NotifyRegistrationStatus: %v", err)
+		}
+	})
+
+	c.startSchedulerWith(gputopoOnly)
+	const ns = "default"
+	c.create(gpuTemplate(ns, "two-gpus", agentDriver, 2), podWithTemplate(ns, "pair", "two-gpus", "gputopo-scheduler"))
+	pod := c.waitScheduled(ns, "pair")["pair"]
+	claim := c.claimOf(pod, "dev")
+	results := claim.Status.Allocation.Devices.Results
+	if len(results) != 2 {
+		t.Fatalf("claim %s: %d devices allocated, want 2", claim.Name, len(results))
+	}
+
+	dra := drapb.NewDRAPluginClient(dial(t, filepath.Join(agent.pluginDir, "dra.sock")))
+	uid := string(claim.UID)
+	ref := []*drapb.Claim{{Namespace: claim.Namespace, Name: claim.Name, Uid: uid}}
+	prep, err := dra.NodePrepareResources(c.ctx, &drapb.NodePrepareResourcesRequest{Claims: ref})
+	if err != nil {
+		t.Fatalf("NodePrepareResources: %v", err)
+	}
+	got := prep.Claims[uid]
+	if got == nil || got.Error != "" {
+		t.Fatalf("prepare claim %s: %+v\n%s", claim.Name, got, tail(agent.log, 40))
+	}
+	runtime := cdiRuntime(t, agent.cdiDir)
+	var prepared []string
+	for _, d := range got.Devices {
+		if len(d.CdiDeviceIds) == 0 {
+			t.Errorf("device %s/%s prepared without a CDI device", d.PoolName, d.DeviceName)
+		}
+		// The container runtime resolves each ID from the CDI directory.
+		for _, id := range d.CdiDeviceIds {
+			if runtime.GetDevice(id) == nil {
+				t.Errorf("CDI device %s of %s is in no spec of %s (it has %v)", id, d.DeviceName, agent.cdiDir, runtime.ListDevices())
+			}
+		}
+		prepared = append(prepared, d.DeviceName)
+	}
+	for _, r := range results {
+		if !slices.Contains(prepared, r.Device) {
+			t.Errorf("allocated device %s not prepared (prepared %v)", r.Device, prepared)
+		}
+	}
+
+	unprep, err := dra.NodeUnprepareResources(c.ctx, &drapb.NodeUnprepareResourcesRequest{Claims: ref})
+	if err != nil || unprep.Claims[uid] == nil || unprep.Claims[uid].Error != "" {
+		t.Fatalf("unprepare claim %s: %v %+v", claim.Name, err, unprep)
+	}
+	if left := cdiRuntime(t, agent.cdiDir).ListDevices(); len(left) > 0 {
+		t.Errorf("CDI devices left after unprepare: %v", left)
+	}
+
+	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
+	agent.stop(syscall.SIGTERM)
+	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
+		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
+	}
+}
+
+// cdiRuntime reads the CDI directory as a container runtime does.
+func cdiRuntime(t *testing.T, dir string) *cdi.Cache {
+	t.Helper()
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatalf("CDI specs in %s: %v", dir, err)
+	}
+	return cache
+}
