@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short test-integration vet fmt-check fuzz bench bench-engine bench-perf bench-smoke
+.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -26,6 +26,14 @@ test-short:
 
 vet:
 	$(GO) vet ./...
+
+## lint: golangci-lint with .golangci.yml, pinned in hack/tools/go.mod
+## (built from the Go module proxy like every other dependency).
+LINT := bin/golangci-lint
+$(LINT): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -o ../../$(LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+lint: $(LINT)
+	$(LINT) run ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
