@@ -1,21 +1,28 @@
 package config
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/topology"
+)
 
 // GPUTopologyArgs configures the GPUTopology plugin: how the engine chooses
-// devices within a node, and how long it may look.
+// devices within a node, and how long it may look. The policy's parts are
+// the engine's own types (allocator.PolicyPart, topology.Workload): the
+// versioned form in v1 is the only other definition, for the wire.
 type GPUTopologyArgs struct {
 	metav1.TypeMeta
 
 	// Topology prefers device sets with the best worst-pair link class,
 	// then keeps free NVLink groups intact.
-	Topology PolicyPart
+	Topology allocator.PolicyPart
 	// MIG keeps large partitions placeable.
-	MIG PolicyPart
+	MIG allocator.PolicyPart
 	// Packing places shares of GPUs against fragmentation.
-	Packing PolicyPart
+	Packing allocator.PolicyPart
 	// Workload is the expected request mix Packing measures against.
-	Workload []TaskClass
+	Workload topology.Workload
 	// SearchBudget bounds the extra search steps per node.
 	SearchBudget int32
 	// FilterTimeout bounds one node's allocation; zero means no limit.
@@ -25,17 +32,13 @@ type GPUTopologyArgs struct {
 	BindingTimeout metav1.Duration
 }
 
-// PolicyPart switches one criterion on or off and weighs it.
-type PolicyPart struct {
-	Enabled bool
-	Weight  float64
-}
-
-// TaskClass is one kind of request in the expected workload.
-type TaskClass struct {
-	GPUs      int32
-	Share     float64
-	Weight    float64
-	CPUMilli  int64
-	MemoryMiB int64
+// Policy is the engine's policy these args describe.
+func (a *GPUTopologyArgs) Policy() allocator.Policy {
+	return allocator.Policy{
+		Topology:     a.Topology,
+		MIG:          a.MIG,
+		Packing:      a.Packing,
+		Workload:     a.Workload,
+		SearchBudget: int(a.SearchBudget),
+	}
 }

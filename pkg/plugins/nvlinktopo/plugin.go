@@ -31,7 +31,6 @@ import (
 	"github.com/gputopo/gputopo/pkg/apis/config"
 	v1 "github.com/gputopo/gputopo/pkg/apis/config/v1"
 	"github.com/gputopo/gputopo/pkg/apis/config/validation"
-	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Name of the plugin in a KubeSchedulerConfiguration.
@@ -77,7 +76,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	features := allocator.DefaultFeatures()
 	engine, err := allocator.New(allocator.Options{
 		Features: features,
-		Policy:   policyFrom(args),
+		Policy:   args.Policy(),
 		CELCache: cel.NewCache(1024, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
 	})
 	if err != nil {
@@ -89,19 +88,6 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		args: args, engine: engine, features: features, fh: fh,
 		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(),
 	}, nil
-}
-
-func policyFrom(a *config.GPUTopologyArgs) allocator.Policy {
-	p := allocator.Policy{
-		Topology:     allocator.PolicyPart{Enabled: a.Topology.Enabled, Weight: a.Topology.Weight},
-		MIG:          allocator.PolicyPart{Enabled: a.MIG.Enabled, Weight: a.MIG.Weight},
-		Packing:      allocator.PolicyPart{Enabled: a.Packing.Enabled, Weight: a.Packing.Weight},
-		SearchBudget: int(a.SearchBudget),
-	}
-	for _, c := range a.Workload {
-		p.Workload = append(p.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
-	}
-	return p
 }
 
 // Name returns the plugin's name.

@@ -5,10 +5,11 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Decode turns the args the scheduler framework hands a plugin (nil, raw
@@ -51,21 +52,22 @@ func Decode(obj runtime.Object) (*config.GPUTopologyArgs, error) {
 	return Convert(v), nil
 }
 
-// Convert turns defaulted versioned args into internal ones.
+// Convert turns defaulted versioned args (SetDefaults has run) into
+// internal ones.
 func Convert(v *GPUTopologyArgs) *config.GPUTopologyArgs {
-	part := func(p *PolicyPart) config.PolicyPart {
-		return config.PolicyPart{Enabled: ptr.Deref(p.Enabled, true), Weight: ptr.Deref(p.Weight, 1)}
+	part := func(p *PolicyPart) allocator.PolicyPart {
+		return allocator.PolicyPart{Enabled: *p.Enabled, Weight: *p.Weight}
 	}
 	out := &config.GPUTopologyArgs{
 		Topology:       part(v.Topology),
 		MIG:            part(v.MIG),
 		Packing:        part(v.Packing),
-		SearchBudget:   ptr.Deref(v.SearchBudget, DefaultSearchBudget),
+		SearchBudget:   *v.SearchBudget,
 		FilterTimeout:  *v.FilterTimeout,
 		BindingTimeout: *v.BindingTimeout,
 	}
 	for _, c := range v.Workload {
-		out.Workload = append(out.Workload, config.TaskClass{GPUs: c.GPUs, Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
+		out.Workload = append(out.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
 	}
 	return out
 }
@@ -79,32 +81,31 @@ func (a *GPUTopologyArgs) DeepCopy() *GPUTopologyArgs {
 		return nil
 	}
 	out := *a
-	cp := func(p *PolicyPart) *PolicyPart {
-		if p == nil {
-			return nil
-		}
-		return &PolicyPart{Enabled: ptr.To(ptr.Deref(p.Enabled, false)), Weight: ptr.To(ptr.Deref(p.Weight, 0))}
+	out.Topology = a.Topology.DeepCopy()
+	out.MIG = a.MIG.DeepCopy()
+	out.Packing = a.Packing.DeepCopy()
+	if a.Workload != nil {
+		out.Workload = append([]TaskClass(nil), a.Workload...)
 	}
-	if a.Topology != nil {
-		out.Topology = cp(a.Topology)
-	}
-	if a.MIG != nil {
-		out.MIG = cp(a.MIG)
-	}
-	if a.Packing != nil {
-		out.Packing = cp(a.Packing)
-	}
-	out.Workload = append([]TaskClass(nil), a.Workload...)
-	if a.SearchBudget != nil {
-		out.SearchBudget = ptr.To(*a.SearchBudget)
-	}
-	if a.FilterTimeout != nil {
-		d := *a.FilterTimeout
-		out.FilterTimeout = &d
-	}
-	if a.BindingTimeout != nil {
-		d := *a.BindingTimeout
-		out.BindingTimeout = &d
-	}
+	out.SearchBudget = copyPtr(a.SearchBudget)
+	out.FilterTimeout = copyPtr(a.FilterTimeout)
+	out.BindingTimeout = copyPtr(a.BindingTimeout)
 	return &out
+}
+
+// DeepCopy copies the part; a field left unset stays unset, so that
+// defaulting after a copy gives what it gives on the original.
+func (p *PolicyPart) DeepCopy() *PolicyPart {
+	if p == nil {
+		return nil
+	}
+	return &PolicyPart{Enabled: copyPtr(p.Enabled), Weight: copyPtr(p.Weight)}
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

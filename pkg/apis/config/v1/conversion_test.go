@@ -8,8 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
+	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 func TestDecode(t *testing.T) {
@@ -25,23 +28,23 @@ func TestDecode(t *testing.T) {
 	}{
 		{name: "nil gives defaults", in: nil, want: func() *config.GPUTopologyArgs {
 			return &config.GPUTopologyArgs{
-				Topology: config.PolicyPart{Enabled: true, Weight: 1}, MIG: config.PolicyPart{Enabled: true, Weight: 1}, Packing: config.PolicyPart{Enabled: true, Weight: 1},
-				Workload: defaults.Workload, SearchBudget: DefaultSearchBudget,
+				Topology: allocator.PolicyPart{Enabled: true, Weight: 1}, MIG: allocator.PolicyPart{Enabled: true, Weight: 1}, Packing: allocator.PolicyPart{Enabled: true, Weight: 1},
+				Workload: defaults.Workload, SearchBudget: int32(allocator.DefaultPolicy().SearchBudget),
 				FilterTimeout: metav1.Duration{Duration: DefaultFilterTimeout}, BindingTimeout: metav1.Duration{Duration: DefaultBindingTimeout},
 			}
 		}},
 		{name: "yaml with some fields", in: &runtime.Unknown{Raw: []byte("apiVersion: gputopo.io/v1\nkind: GPUTopologyArgs\nmig: {enabled: false}\ntopology: {weight: 2.5}\nsearchBudget: 0\nfilterTimeout: 1s\n")}, want: func() *config.GPUTopologyArgs {
 			a := *defaults
-			a.MIG = config.PolicyPart{Enabled: false, Weight: 1}
-			a.Topology = config.PolicyPart{Enabled: true, Weight: 2.5}
+			a.MIG = allocator.PolicyPart{Enabled: false, Weight: 1}
+			a.Topology = allocator.PolicyPart{Enabled: true, Weight: 2.5}
 			a.SearchBudget = 0
 			a.FilterTimeout = metav1.Duration{Duration: time.Second}
 			return &a
 		}},
 		{name: "json", in: &runtime.Unknown{Raw: []byte(`{"packing":{"weight":3},"workload":[{"gpus":1,"share":0.5,"weight":1,"cpuMilli":4000,"memoryMiB":8192}]}`)}, want: func() *config.GPUTopologyArgs {
 			a := *defaults
-			a.Packing = config.PolicyPart{Enabled: true, Weight: 3}
-			a.Workload = []config.TaskClass{{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 4000, MemoryMiB: 8192}}
+			a.Packing = allocator.PolicyPart{Enabled: true, Weight: 3}
+			a.Workload = topology.Workload{{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 4000, MemoryMiB: 8192}}
 			return &a
 		}},
 		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("topolgy: {weight: 2}\n")}, wantErr: `unknown field "topolgy"`},
@@ -63,5 +66,44 @@ func TestDecode(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Typed args passed in Go (not YAML) are copied before defaulting: a
+// field left unset must get its default, not the zero value the copy
+// would otherwise write (topology switched off by {weight: 2}).
+func TestDecodeTypedArgs(t *testing.T) {
+	defaults, err := Decode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &GPUTopologyArgs{
+		Topology: &PolicyPart{Weight: ptr.To(2.0)},
+		MIG:      &PolicyPart{Enabled: ptr.To(false)},
+	}
+	got, err := Decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *defaults
+	want.Topology = allocator.PolicyPart{Enabled: true, Weight: 2}
+	want.MIG = allocator.PolicyPart{Enabled: false, Weight: 1}
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if in.Topology.Enabled != nil || in.Packing != nil {
+		t.Errorf("Decode changed its input: %+v", in)
+	}
+}
+
+func TestDeepCopyKeepsUnsetFields(t *testing.T) {
+	in := &GPUTopologyArgs{Topology: &PolicyPart{Weight: ptr.To(2.0)}, SearchBudget: ptr.To[int32](5)}
+	out := in.DeepCopy()
+	if diff := cmp.Diff(in, out); diff != "" {
+		t.Errorf("(-in +copy):\n%s", diff)
+	}
+	*out.Topology.Weight, *out.SearchBudget = 3, 6
+	if *in.Topology.Weight != 2 || *in.SearchBudget != 5 {
+		t.Errorf("the copy shares memory with the original: %+v", in)
 	}
 }

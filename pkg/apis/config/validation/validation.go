@@ -4,6 +4,7 @@ package validation
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
 )
 
@@ -12,7 +13,7 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	var errs field.ErrorList
 	for _, p := range []struct {
 		name string
-		part config.PolicyPart
+		part allocator.PolicyPart
 	}{{"topology", a.Topology}, {"mig", a.MIG}, {"packing", a.Packing}} {
 		if p.part.Weight < 0 {
 			errs = append(errs, field.Invalid(path.Child(p.name, "weight"), p.part.Weight, "must not be negative"))

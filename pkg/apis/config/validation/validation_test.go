@@ -9,6 +9,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/apis/config"
 	v1 "github.com/gputopo/gputopo/pkg/apis/config/v1"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 func TestValidateGPUTopologyArgs(t *testing.T) {
@@ -26,7 +27,7 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 	}{
 		{"negative weight", func(a *config.GPUTopologyArgs) { a.MIG.Weight = -1 }, []string{"args.mig.weight"}},
 		{"bad workload", func(a *config.GPUTopologyArgs) {
-			a.Workload = []config.TaskClass{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}, {GPUs: 1, Share: 1, CPUMilli: -1, MemoryMiB: -1}}
+			a.Workload = topology.Workload{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}, {GPUs: 1, Share: 1, CPUMilli: -1, MemoryMiB: -1}}
 		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight", "args.workload[4].cpuMilli", "args.workload[4].memoryMiB"}},
 		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
 		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
@@ -38,7 +39,7 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := *valid
-			a.Workload = append([]config.TaskClass(nil), valid.Workload...)
+			a.Workload = append(topology.Workload(nil), valid.Workload...)
 			tc.mutate(&a)
 			err := ValidateGPUTopologyArgs(field.NewPath("args"), &a)
 			if err == nil {
