@@ -76,7 +76,7 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 				name   string
 				policy Policy
 				cold   bool
-			}{{"gputopo", DefaultPolicy(), false}, {"gputopo-firstfit", FirstFitPolicy(), false}, {"gputopo-cold", DefaultPolicy(), true}} {
+			}{{"gputopo", DefaultPolicy(), false}, {"gputopo-firstfit", firstFitPolicy(), false}, {"gputopo-cold", DefaultPolicy(), true}} {
 				b.Run(fmt.Sprintf("%s/nodes=%d/impl=%s", shape.name, nodes, impl.name), func(b *testing.B) {
 					e, err := New(Options{Features: features, Policy: impl.policy})
 					if err != nil {
@@ -90,7 +90,7 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 						}
 						s := e.NewSession(inv, testClasses, state, claims)
 						for _, n := range ns {
-							if _, err := s.Allocate(ctx, n); err != nil {
+							if _, err := s.Allocate(ctx, n, nil); err != nil {
 								b.Fatal(err)
 							}
 						}

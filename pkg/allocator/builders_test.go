@@ -254,3 +254,11 @@ func deviceNames(results []resourceapi.AllocationResult) []string {
 	}
 	return out
 }
+
+// firstFitPolicy turns every criterion off: the engine then returns the
+// same devices as upstream's allocator.
+func firstFitPolicy() Policy {
+	p := DefaultPolicy()
+	p.Topology.Enabled, p.MIG.Enabled, p.Packing.Enabled = false, false, false
+	return p
+}

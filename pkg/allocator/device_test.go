@@ -24,7 +24,7 @@ func TestMatchCacheBounded(t *testing.T) {
 	for i := range 3000 {
 		sel := fmt.Sprintf(`device.attributes["gpu.nvidia.com"].memory > %d`, i)
 		claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1, sel))}
-		res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(ctx, n)
+		res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(ctx, n, nil)
 		if err != nil || res == nil {
 			t.Fatalf("pod %d: %v %v", i, res, err)
 		}

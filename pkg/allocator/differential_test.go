@@ -48,7 +48,7 @@ func ourAllocate(p *problem, pol Policy) (*Result, outcome, error) {
 		return nil, outcomeError, err
 	}
 	s := e.NewSession(NewInventory(p.slices, p.features), p.classes, p.state, p.claims)
-	res, err := s.Allocate(context.Background(), p.node)
+	res, err := s.Allocate(context.Background(), p.node, nil)
 	switch {
 	case errors.Is(err, ErrInvalidPool):
 		return nil, outcomeInvalidPool, err
@@ -86,7 +86,7 @@ func checkAgainstUpstream(p *problem) error {
 	for _, pol := range []struct {
 		name string
 		p    Policy
-	}{{"first-fit", FirstFitPolicy()}, {"default", DefaultPolicy()}} {
+	}{{"first-fit", firstFitPolicy()}, {"default", DefaultPolicy()}} {
 		ours, out, err := ourAllocate(p, pol.p)
 		if isLegacy(p.features) && (out == outcomeError || upOut == outcomeError) {
 			// Upstream's stable allocator visits pools in map order, so

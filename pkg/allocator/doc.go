@@ -1,6 +1,7 @@
 // Package allocator is gputopo's allocation engine. Given a node, the
 // ResourceSlices, the DeviceClasses, what is already allocated or in flight
-// (the Ledger) and a pod's ResourceClaims, it returns the best allocation
+// (an AllocatedState, from the scheduler's claim tracker) and a pod's
+// ResourceClaims, it returns the best allocation
 // result for every claim, or a precise reason why there is none.
 //
 // Feasibility follows k8s.io/dynamic-resource-allocation/structured exactly:

@@ -19,8 +19,9 @@ import (
 // DeviceClassLister is the upstream lister interface.
 type DeviceClassLister = structured.DeviceClassLister
 
-// AllocatedState is the upstream view of what is allocated or in flight;
-// Ledger.State produces it, and so does the scheduler's shared DRA manager.
+// AllocatedState is the upstream view of what is allocated or in flight:
+// the scheduler's shared DRA manager (its claim tracker) produces it, the
+// one ledger that every profile of a scheduler process shares.
 type AllocatedState = structured.AllocatedState
 
 // Engine holds what is shared by all allocations: features, policy and the
@@ -131,18 +132,14 @@ func (h *HostUse) after() topology.Host {
 	return topology.Host{CPUMilli: h.Free.CPUMilli - h.Pod.CPUMilli, MemoryMiB: h.Free.MemoryMiB - h.Pod.MemoryMiB}
 }
 
-// Allocate finds the best allocation of the session's claims on node.
-// It returns an error wrapping ErrUnsatisfiable when there is none, one
-// wrapping ErrInvalidPool when there is none and some visible pool is
-// malformed, and one wrapping ErrInvalidInput for input errors.
-func (s *Session) Allocate(ctx context.Context, node *v1.Node) (*Result, error) {
-	return s.AllocateOn(ctx, node, nil)
-}
-
-// AllocateOn is Allocate with the node's CPU and memory (nil: not
-// counted). The devices chosen on the node do not depend on host, only
-// Quality's fragmentation, and with it how the node compares to others.
-func (s *Session) AllocateOn(ctx context.Context, node *v1.Node, host *HostUse) (*Result, error) {
+// Allocate finds the best allocation of the session's claims on node,
+// given the node's CPU and memory (nil: not counted). The devices chosen
+// do not depend on host, only Quality's fragmentation, and with it how
+// the node compares to others. It returns an error wrapping
+// ErrUnsatisfiable when there is none, one wrapping ErrInvalidPool when
+// there is none and some visible pool is malformed, and one wrapping
+// ErrInvalidInput for input errors.
+func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*Result, error) {
 	if s.err != nil {
 		return nil, s.err
 	}

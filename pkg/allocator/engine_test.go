@@ -162,9 +162,11 @@ func TestAllocateSemantics(t *testing.T) {
 			r.Exactly.Tolerations = []resourceapi.DeviceToleration{{Key: "xid", Operator: resourceapi.DeviceTolerationOpExists}}
 			return r
 		}())}, want: []string{"gpu-0"}},
-		{name: "DeviceTaintRule taints a device", slices: ApplyDeviceTaintRules([]*resourceapi.ResourceSlice{fourGPUs()}, []*resourceapi.DeviceTaintRule{{
-			Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: &resourceapi.DeviceTaintSelector{Device: ptr.To("gpu-0")}, Taint: resourceapi.DeviceTaint{Key: "maintenance", Effect: resourceapi.DeviceTaintEffectNoExecute}},
-		}}), claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"gpu-1"}},
+		{name: "NoExecute taint blocks", slices: []*resourceapi.ResourceSlice{func() *resourceapi.ResourceSlice {
+			s := fourGPUs()
+			s.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "maintenance", Effect: resourceapi.DeviceTaintEffectNoExecute}}
+			return s
+		}()}, claims: []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1))}, want: []string{"gpu-1"}},
 		{name: "overlapping partitions are never double-booked", slices: migNode("node-a", 1), state: func() *AllocatedState {
 			s := emptyState()
 			s.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", "gpu-0-mig-4g.40gb-0"))
@@ -252,7 +254,7 @@ func TestAllocateSemantics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.NewSession(NewInventory(tc.slices, DefaultFeatures()), classes, state, tc.claims).Allocate(ctx, n)
+			res, err := e.NewSession(NewInventory(tc.slices, DefaultFeatures()), classes, state, tc.claims).Allocate(ctx, n, nil)
 
 			// Upstream must agree on the outcome.
 			up, upErr := outcomeOK, error(nil)
@@ -353,5 +355,39 @@ func TestInventoryViewFollowsNodeLabels(t *testing.T) {
 	}
 	if len(inv.views) != 1 {
 		t.Errorf("%d cached views, want one per node", len(inv.views))
+	}
+}
+
+// The engine must not propose a device that an earlier pod holds, across
+// pods allocated one after the other (each result committed to the state,
+// as the scheduler's claim tracker does).
+func TestSequentialPodsNeverShareDevices(t *testing.T) {
+	state := emptyState()
+	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := NewInventory([]*resourceapi.ResourceSlice{pairNode("node-a")}, DefaultFeatures())
+	seen := map[string]bool{}
+	for i := range 4 {
+		c := claimOf(string(rune('a'+i)), exact("r", gpuClass.Name, 2))
+		res, err := e.NewSession(inv, testClasses, state, []*resourceapi.ResourceClaim{c}).Allocate(t.Context(), node("node-a"), nil)
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+		commit(state, res.Allocations)
+		for _, d := range deviceNames(res.Allocations) {
+			if seen[d] {
+				t.Fatalf("device %s allocated twice", d)
+			}
+			seen[d] = true
+		}
+		if !res.Quality.MultiDevice || res.Quality.WorstLink.String() != "nvlink" {
+			t.Errorf("pod %d: %v, want an NVLink pair", i, res.Quality)
+		}
+	}
+	c := claimOf("e", exact("r", gpuClass.Name, 1))
+	if _, err := e.NewSession(inv, testClasses, state, []*resourceapi.ResourceClaim{c}).Allocate(t.Context(), node("node-a"), nil); !errors.Is(err, ErrUnsatisfiable) {
+		t.Errorf("full node: %v, want ErrUnsatisfiable", err)
 	}
 }

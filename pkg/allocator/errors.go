@@ -20,8 +20,4 @@ var (
 	// or evaluate, an unsupported request. The scheduler should stop trying
 	// other nodes and report it on the pod.
 	ErrInvalidInput = errors.New("invalid input")
-
-	// ErrConflict is returned by Ledger.Reserve when a device is already
-	// allocated to another claim.
-	ErrConflict = errors.New("device already allocated")
 )

@@ -30,8 +30,8 @@ type Inventory struct {
 	views   map[string]*nodeView
 }
 
-// NewInventory indexes slices. Slices with DeviceTaintRules applied (see
-// ApplyDeviceTaintRules) are what the scheduler should pass.
+// NewInventory indexes slices. The scheduler passes them with
+// DeviceTaintRules applied (its slice lister's ListWithDeviceTaintRules).
 func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inventory {
 	inv := &Inventory{
 		features:     features,

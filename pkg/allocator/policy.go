@@ -32,7 +32,8 @@ type PolicyPart struct {
 	Weight  float64
 }
 
-// DefaultPolicy turns every criterion on with weight 1.
+// DefaultPolicy turns every criterion on with weight 1: the defaults of
+// the GPUTopology plugin's arguments.
 func DefaultPolicy() Policy {
 	return Policy{
 		Topology:     PolicyPart{Enabled: true, Weight: 1},
@@ -41,14 +42,6 @@ func DefaultPolicy() Policy {
 		Workload:     topology.DefaultWorkload(),
 		SearchBudget: 20000,
 	}
-}
-
-// FirstFitPolicy turns every criterion off: the engine then returns the
-// same devices as upstream's allocator.
-func FirstFitPolicy() Policy {
-	p := DefaultPolicy()
-	p.Topology.Enabled, p.MIG.Enabled, p.Packing.Enabled = false, false, false
-	return p
 }
 
 func (p Policy) anyEnabled() bool {

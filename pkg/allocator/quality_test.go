@@ -47,7 +47,7 @@ func allocateBothCtx(t *testing.T, ctx context.Context, sl []*resourceapi.Resour
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := e.NewSession(NewInventory(sl, f), testClasses, state, claims).Allocate(ctx, n)
+	ours, err := e.NewSession(NewInventory(sl, f), testClasses, state, claims).Allocate(ctx, n, nil)
 	if (err == nil) != (upRes != nil) {
 		t.Fatalf("feasibility differs: upstream %v, gputopo err %v", upRes != nil, err)
 	}
@@ -341,7 +341,7 @@ func TestQualityStrandedByHost(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).AllocateOn(ctx, node("node-sh"), tc.host)
+			res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), tc.host)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,5 +6,7 @@
 // explicit NVLink domain when the node agent publishes one, otherwise an
 // NVSwitch fabric inferred from the product name (SXM A100/H100/H200/B200 and
 // GB200 boards put every GPU of a node on NVSwitch), otherwise the standard
-// PCIe root and NUMA attributes. It depends on k8s.io/api only.
+// PCIe root and NUMA attributes. It depends on k8s.io/api and
+// k8s.io/dynamic-resource-allocation (for the standard attribute names)
+// only, never k8s.io/kubernetes.
 package topology

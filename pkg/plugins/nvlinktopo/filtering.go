@@ -149,7 +149,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		defer cancel()
 	}
 	start := time.Now()
-	res, err := s.session.AllocateOn(actx, node, hostUse(nodeInfo, s.podHost))
+	res, err := s.session.Allocate(actx, node, hostUse(nodeInfo, s.podHost))
 	observeAllocation(start, err)
 	switch {
 	case err == nil:

@@ -1,7 +1,6 @@
 package nvlinktopo
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -56,9 +55,7 @@ func observeAllocation(start time.Time, err error) {
 	case err == nil:
 	case allocator.IsNodeLevel(err):
 		result = "unschedulable"
-	case errors.Is(err, allocator.ErrInvalidInput):
-		result = "error"
-	default:
+	default: // invalid input, or an unexpected error
 		result = "error"
 	}
 	allocationDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())

@@ -193,8 +193,9 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 	return nil
 }
 
-// explain records an event on the pod naming the devices and why they
-// were chosen, and counts the choice in the metrics.
+// explain words the placement note written on the claim
+// (PlacementAnnotation): the devices and why they were chosen. It logs
+// the same at verbosity 3.
 func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData, res *allocator.Result) string {
 	var devices []string
 	for k, i := range s.toAllocate {
