@@ -10,7 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gputopo/gputopo/pkg/plugins/nvlinktopo"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 )
 
 func podWithTemplate(ns, name, template, scheduler string) *v1.Pod {
@@ -129,12 +129,12 @@ func TestManifestsAndArticleExamples(t *testing.T) {
 	}
 	explained := false
 	for _, cl := range claims.Items {
-		note := cl.Annotations[nvlinktopo.PlacementAnnotation]
+		note := cl.Annotations[gputopology.PlacementAnnotation]
 		if strings.HasPrefix(cl.Name, "fa-2-") && strings.Contains(note, "gpu-0,gpu-1") && strings.Contains(note, "best of") {
 			explained = true
 		}
 	}
 	if !explained {
-		t.Errorf("claim of fa-2 carries no %s annotation naming its devices", nvlinktopo.PlacementAnnotation)
+		t.Errorf("claim of fa-2 carries no %s annotation naming its devices", gputopology.PlacementAnnotation)
 	}
 }

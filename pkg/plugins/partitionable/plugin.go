@@ -11,8 +11,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
-	"github.com/gputopo/gputopo/pkg/plugins/nvlinktopo"
-	"github.com/gputopo/gputopo/pkg/plugins/scoring"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
+	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
 // Name of the plugin in a KubeSchedulerConfiguration.
@@ -20,5 +20,5 @@ const Name = "GPUPartitionable"
 
 // New takes no arguments; its weight is the profile's plugin weight.
 func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	return nvlinktopo.NewQualityScorer(Name, allocator.Quality.MIGScore, scoring.MinMax), nil
+	return gputopology.NewQualityScorer(Name, allocator.Quality.MIGScore, normalize.MinMax), nil
 }

@@ -7,14 +7,14 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/gputopo/gputopo/pkg/plugins/consumable"
-	"github.com/gputopo/gputopo/pkg/plugins/nvlinktopo"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/plugins/partitionable"
 )
 
 // Registry returns gputopo's plugin factories by name.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		nvlinktopo.Name:    nvlinktopo.New,
+		gputopology.Name:    gputopology.New,
 		partitionable.Name: partitionable.New,
 		consumable.Name:    consumable.New,
 	}

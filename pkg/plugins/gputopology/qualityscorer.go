@@ -1,4 +1,4 @@
-package nvlinktopo
+package gputopology
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
-	"github.com/gputopo/gputopo/pkg/plugins/scoring"
+	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
 // QualityScorer is a Score plugin that rates each node by one aspect of
@@ -26,7 +26,7 @@ var (
 
 // NewQualityScorer returns a scorer named name that rates by rate and
 // maps the ratings onto the framework's range with normalize
-// (scoring.MinMax, FromBest or Clamp).
+// (normalize.MinMax, FromBest or Clamp).
 func NewQualityScorer(name string, rate func(allocator.Quality) float64, normalize func(fwk.NodeScoreList)) *QualityScorer {
 	return &QualityScorer{name: name, rate: rate, normalize: normalize}
 }
@@ -41,7 +41,7 @@ func (s *QualityScorer) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, n
 	if !ok {
 		return 0, nil
 	}
-	return scoring.ToScore(s.rate(q)), nil
+	return normalize.ToScore(s.rate(q)), nil
 }
 
 // ScoreExtensions normalizes scores.

@@ -1,4 +1,4 @@
-package nvlinktopo
+package gputopology
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package nvlinktopo
+package gputopology
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
-	"github.com/gputopo/gputopo/pkg/plugins/scoring"
+	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
 // topologyScorer rates nodes by link quality: best worst-pair class
 // first, then least damage to free NVLink groups.
-var topologyScorer = NewQualityScorer(Name, allocator.Quality.TopologyScore, scoring.FromBest)
+var topologyScorer = NewQualityScorer(Name, allocator.Quality.TopologyScore, normalize.FromBest)
 
 // Score rates the node by the link quality of the allocation Filter chose
 // there.

@@ -1,6 +1,6 @@
-// Package scoring holds what gputopo's score plugins share: turning raw
+// Package normalize holds what gputopo's score plugins share: turning raw
 // per-node ratings into the framework's 0..100 range.
-package scoring
+package normalize
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-// Package nvlinktopo is gputopo's main scheduler plugin. It allocates a
+// Package gputopology is gputopo's main scheduler plugin. It allocates a
 // pod's ResourceClaims with the gputopo engine (upstream's semantics, the
 // best devices instead of the first), on the scheduler's shared DRA state:
 // claims, in-flight allocations, slices and classes come from
@@ -11,7 +11,7 @@
 // offer the best NVLink locality; the partitionable and consumable
 // plugins score MIG placeability and shared-GPU fragmentation from the same
 // per-node results.
-package nvlinktopo
+package gputopology
 
 import (
 	"context"
