@@ -44,8 +44,8 @@ type Options struct {
 
 // New returns an Engine or an error naming the invalid option.
 func New(opts Options) (*Engine, error) {
-	if extra := opts.Features.Set().Difference(supported.Set()); extra.Len() > 0 {
-		return nil, fmt.Errorf("features: %v are not supported by the gputopo engine", sortedList(extra))
+	if extra := Unsupported(opts.Features); len(extra) > 0 {
+		return nil, fmt.Errorf("features: %v are not supported by the gputopo engine", extra)
 	}
 	if err := opts.Policy.Validate(); err != nil {
 		return nil, err

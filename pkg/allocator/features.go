@@ -27,6 +27,12 @@ func DefaultFeatures() Features {
 // an allocation never silently ignores a feature.
 var supported = DefaultFeatures()
 
+// Unsupported lists, by feature gate name and sorted, the features enabled in f
+// that the engine does not implement; New refuses such an f.
+func Unsupported(f Features) []string {
+	return sortedList(f.Set().Difference(supported.Set()))
+}
+
 // legacyFeatures is upstream's "stable" allocator's feature set. A feature
 // set within it makes upstream use that older implementation, which
 // ignores capacity requests and shares and does not know

@@ -72,7 +72,10 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
-	for _, m := range []string{`gputopo_allocation_duration_seconds_count{result="allocated"}`, `gputopo_allocated_link_class_total{class="nvlink"} 1`, "scheduler_schedule_attempts_total"} {
+	// client-go and build metrics come from the imports cmd/kube-scheduler
+	// has too.
+	for _, m := range []string{`gputopo_allocation_duration_seconds_count{result="allocated"}`, `gputopo_allocated_link_class_total{class="nvlink"} 1`, "scheduler_schedule_attempts_total",
+		"rest_client_requests_total", "kubernetes_build_info"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
@@ -18,7 +19,8 @@ import (
 // Name of the plugin in a KubeSchedulerConfiguration.
 const Name = "GPUConsumable"
 
-// New takes no arguments; its weight is the profile's plugin weight.
-func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+// New takes no arguments and no feature gates (it reads only what
+// GPUTopology chose); its weight is the profile's plugin weight.
+func New(_ context.Context, _ runtime.Object, _ fwk.Handle, _ plfeature.Features) (fwk.Plugin, error) {
 	return gputopology.NewQualityScorer(Name, allocator.Quality.PackingScore, normalize.Clamp), nil
 }

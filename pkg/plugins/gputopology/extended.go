@@ -14,6 +14,9 @@ import (
 // that a DeviceClass maps to DRA (spec.extendedResourceName, or the
 // implicit deviceclass.resource.kubernetes.io/<class>), with their class.
 func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) map[v1.ResourceName]string {
+	if !pl.fts.EnableDRAExtendedResource {
+		return nil // NodeResourcesFit then counts them as device plugin resources
+	}
 	resolver := pl.draManager.DeviceClassResolver()
 	if resolver == nil {
 		return nil

@@ -26,6 +26,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
@@ -40,6 +41,7 @@ const Name = "GPUTopology"
 type GPUTopology struct {
 	args       *config.GPUTopologyArgs
 	engine     *allocator.Engine
+	fts        plfeature.Features
 	features   allocator.Features
 	fh         fwk.Handle
 	clientset  kubernetes.Interface
@@ -58,11 +60,14 @@ var (
 	_ fwk.ReservePlugin     = &GPUTopology{}
 	_ fwk.PreBindPlugin     = &GPUTopology{}
 	_ fwk.EnqueueExtensions = &GPUTopology{}
+	_ fwk.SignPlugin        = &GPUTopology{}
 )
 
-// New builds the plugin from its arguments. Invalid arguments are an error
-// naming the field, which stops the scheduler at start.
-func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its arguments and the scheduler's feature
+// gates (through frameworkruntime.FactoryAdapter, as in-tree plugins
+// are). Invalid arguments are an error naming the field, and so are gates
+// the engine does not implement: either stops the scheduler at start.
+func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.Features) (fwk.Plugin, error) {
 	args, err := v1.Decode(obj)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
@@ -70,10 +75,17 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if err := validation.ValidateGPUTopologyArgs(field.NewPath("pluginConfig", Name, "args"), args); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
+	features := allocatorFeatures(fts)
+	if err := unsupportedGates(features); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
 	if fh.SharedDRAManager() == nil {
 		return nil, fmt.Errorf("plugin %s: the scheduler has no DRA manager: enable the DynamicResourceAllocation feature gate", Name)
 	}
-	features := allocator.DefaultFeatures()
+	if !fts.EnableDRASchedulerFilterTimeout {
+		// As in-tree: the timeout is part of that gate.
+		args.FilterTimeout.Duration = 0
+	}
 	engine, err := allocator.New(allocator.Options{
 		Features: features,
 		Policy:   args.Policy(),
@@ -85,7 +97,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	registerMetrics()
 	klog.FromContext(ctx).V(2).Info("GPUTopology plugin ready", "profile", fh.ProfileName(), "policy", klog.Format(args))
 	return &GPUTopology{
-		args: args, engine: engine, features: features, fh: fh,
+		args: args, engine: engine, fts: fts, features: features, fh: fh,
 		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(),
 	}, nil
 }

@@ -22,6 +22,7 @@ type QualityScorer struct {
 var (
 	_ fwk.ScorePlugin     = &QualityScorer{}
 	_ fwk.ScoreExtensions = &QualityScorer{}
+	_ fwk.SignPlugin      = &QualityScorer{}
 )
 
 // NewQualityScorer returns a scorer named name that rates by rate and
