@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gputopo/gputopo/manifests"
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/controlplane"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/replay"
@@ -259,7 +260,7 @@ func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			if t := d.Attributes["type"]; t.StringValue != nil && *t.StringValue == "gpu" {
+			if t := d.Attributes[contract.AttrType]; t.StringValue != nil && *t.StringValue == contract.TypeGPU {
 				n++
 			}
 		}

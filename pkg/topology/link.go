@@ -6,6 +6,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // LinkClass ranks the path between two devices; lower is better.
@@ -46,19 +48,6 @@ func (c LinkClass) String() string {
 	return linkClassNames[c]
 }
 
-// Attribute IDs of the gputopo contract. They live in the driver's domain
-// (default gpu.nvidia.com); see docs/attributes.md.
-const (
-	AttrType           = "type"
-	AttrUUID           = "uuid"
-	AttrParentUUID     = "parentUUID"
-	AttrProductName    = "productName"
-	AttrNVLinkDomain   = "nvlinkDomain"
-	AttrNVLinkBandwith = "nvlinkBandwidth"
-	AttrPCIeSwitch     = "pcieSwitch"
-	AttrCliqueID       = "cliqueID"
-)
-
 // GPU is what the link model knows about one device.
 type GPU struct {
 	// Node the device is attached to; empty for network-attached devices.
@@ -97,27 +86,27 @@ func Describe(driver, node string, attrs map[resourceapi.QualifiedName]resourcea
 		}
 		return ""
 	}
-	typ := str(AttrType)
-	g.Partition = typ == "mig"
+	typ := str(contract.AttrType)
+	g.Partition = typ == contract.TypeMIG
 	if g.Partition {
-		g.Physical = str(AttrParentUUID)
+		g.Physical = str(contract.AttrParentUUID)
 	} else {
-		g.Physical = str(AttrUUID)
+		g.Physical = str(contract.AttrUUID)
 	}
-	g.NVLinkDomain = str(AttrNVLinkDomain)
-	g.PCIeSwitch = str(AttrPCIeSwitch)
-	g.Clique = str(AttrCliqueID)
+	g.NVLinkDomain = str(contract.AttrNVLinkDomain)
+	g.PCIeSwitch = str(contract.AttrPCIeSwitch)
+	g.Clique = str(contract.AttrCliqueID)
 	if a, ok := attrs[deviceattribute.StandardDeviceAttributePCIeRoot]; ok && a.StringValue != nil {
 		g.PCIeRoot = *a.StringValue
-	} else if v := str("pcieRoot"); v != "" {
+	} else if v := str(contract.AttrPCIeRootInDriverDomain); v != "" {
 		g.PCIeRoot = v
 	}
 	if a, ok := attrs[deviceattribute.StandardDeviceAttributeNUMANode]; ok && a.IntValue != nil {
 		g.NUMA = *a.IntValue
-	} else if a, ok := lookup(attrs, driver, "numaNode"); ok && a.IntValue != nil {
+	} else if a, ok := lookup(attrs, driver, contract.AttrNUMANodeInDriverDomain); ok && a.IntValue != nil {
 		g.NUMA = *a.IntValue
 	}
-	if g.NVLinkDomain == "" && node != "" && OnNVSwitch(str(AttrProductName)) {
+	if g.NVLinkDomain == "" && node != "" && OnNVSwitch(str(contract.AttrProductName)) {
 		// All GPUs of an SXM board share the node's NVSwitch fabric.
 		g.NVLinkDomain = "nvswitch"
 		g.Inferred = true

@@ -7,7 +7,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // Slices in the shape gputopo's node agent publishes (driver
@@ -16,7 +19,7 @@ import (
 // (L40S, 2-GPU MIG nodes) and start in milliseconds.
 // TestNodeAgentsWithTheScheduler runs the agents themselves.
 
-const driver = "gpu.nvidia.com"
+const driver = contract.DefaultDriver
 
 type gpuSpec struct {
 	product string
@@ -43,20 +46,20 @@ func attr(v any) resourceapi.DeviceAttribute {
 
 func gpuDevice(node string, i int, g gpuSpec) resourceapi.Device {
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		"type":                            attr("gpu"),
-		"uuid":                            attr(fmt.Sprintf("GPU-%s-%d", node, i)),
-		"productName":                     attr(g.product),
-		"memory":                          attr(g.memMiB),
-		"resource.kubernetes.io/pcieRoot": attr(g.pcie),
-		"resource.kubernetes.io/numaNode": attr(g.numa),
+		contract.AttrType:                               attr(contract.TypeGPU),
+		contract.AttrUUID:                               attr(fmt.Sprintf("GPU-%s-%d", node, i)),
+		contract.AttrProductName:                        attr(g.product),
+		contract.AttrMemory:                             attr(g.memMiB),
+		deviceattribute.StandardDeviceAttributePCIeRoot: attr(g.pcie),
+		deviceattribute.StandardDeviceAttributeNUMANode: attr(g.numa),
 	}
 	if g.nvlink != "" {
-		a["nvlinkDomain"] = attr(g.nvlink)
+		a[contract.AttrNVLinkDomain] = attr(g.nvlink)
 	}
 	return resourceapi.Device{
 		Name:       fmt.Sprintf("gpu-%d", i),
 		Attributes: a,
-		Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: *resource.NewQuantity(g.memMiB*1024*1024, resource.BinarySI)}},
+		Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{contract.CapacityMemory: {Value: *resource.NewQuantity(g.memMiB*1024*1024, resource.BinarySI)}},
 	}
 }
 
@@ -122,9 +125,9 @@ func migNode(node string, gpus int) []*resourceapi.ResourceSlice {
 	var devs []resourceapi.Device
 	for g := range gpus {
 		set := fmt.Sprintf("gpu-%d-counters", g)
-		cs := resourceapi.CounterSet{Name: set, Counters: map[string]resourceapi.Counter{"compute": {Value: resource.MustParse("7")}}}
+		cs := resourceapi.CounterSet{Name: set, Counters: map[string]resourceapi.Counter{contract.CounterCompute: {Value: resource.MustParse("7")}}}
 		for m := range 8 {
-			cs.Counters[fmt.Sprintf("memory%d", m)] = resourceapi.Counter{Value: resource.MustParse("1")}
+			cs.Counters[contract.MemorySliceCounter(m)] = resourceapi.Counter{Value: resource.MustParse("1")}
 		}
 		sets = append(sets, cs)
 		whole := gpuDevice(node, g, gpuSpec{product: "NVIDIA H100 80GB HBM3", memMiB: 81559, numa: 0, pcie: "pci0"})
@@ -135,9 +138,9 @@ func migNode(node string, gpus int) []*resourceapi.ResourceSlice {
 				devs = append(devs, resourceapi.Device{
 					Name: fmt.Sprintf("gpu-%d-mig-%s-%d", g, strings.ReplaceAll(p.name, ".", ""), at), // names may not contain dots
 					Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-						"type": attr("mig"), "parentUUID": attr(fmt.Sprintf("GPU-%s-%d", node, g)),
-						"partitionSize": attr(p.name), "profile": attr(p.name), "placement": attr(at),
-						"productName": attr("NVIDIA H100 80GB HBM3"), "memory": attr(p.memMiB),
+						contract.AttrType: attr(contract.TypeMIG), contract.AttrParentUUID: attr(fmt.Sprintf("GPU-%s-%d", node, g)),
+						contract.AttrPartitionSize: attr(p.name), contract.AttrProfile: attr(p.name), contract.AttrPlacement: attr(at),
+						contract.AttrProductName: attr("NVIDIA H100 80GB HBM3"), contract.AttrMemory: attr(p.memMiB),
 					},
 					ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: set, Counters: migCounters(p.compute, at, p.memory)}},
 				})
@@ -150,9 +153,9 @@ func migNode(node string, gpus int) []*resourceapi.ResourceSlice {
 }
 
 func migCounters(compute int64, start, memory int) map[string]resourceapi.Counter {
-	c := map[string]resourceapi.Counter{"compute": {Value: *resource.NewQuantity(compute, resource.DecimalSI)}}
+	c := map[string]resourceapi.Counter{contract.CounterCompute: {Value: *resource.NewQuantity(compute, resource.DecimalSI)}}
 	for m := start; m < start+memory; m++ {
-		c[fmt.Sprintf("memory%d", m)] = resourceapi.Counter{Value: resource.MustParse("1")}
+		c[contract.MemorySliceCounter(m)] = resourceapi.Counter{Value: resource.MustParse("1")}
 	}
 	return c
 }
@@ -164,7 +167,7 @@ func sharedNode(node string, n int) *resourceapi.ResourceSlice {
 	for i := range n {
 		d := gpuDevice(node, i, gpuSpec{product: "NVIDIA L40S", memMiB: 46068, numa: 0, pcie: "pci0"})
 		d.AllowMultipleAllocations = ptr.To(true)
-		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {
+		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{contract.CapacityMemory: {
 			Value: resource.MustParse("48Gi"),
 			RequestPolicy: &resourceapi.CapacityRequestPolicy{
 				Default:    ptr.To(resource.MustParse("8Gi")),

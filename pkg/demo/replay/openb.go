@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
 )
 
@@ -129,9 +130,9 @@ func openbTemplate(ctx context.Context, client kubernetes.Interface, ns, name st
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: "shared.gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+				DeviceClassName: contract.ClassSharedGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
 				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
-					"compute": *resource.NewQuantity(percent, resource.DecimalSI)}},
+					contract.CapacityCompute: *resource.NewQuantity(percent, resource.DecimalSI)}},
 			}}}}}},
 	}
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, ct, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

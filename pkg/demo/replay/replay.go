@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // Target is one scheduler with its copy of the fleet.
@@ -176,10 +178,10 @@ func setup(ctx context.Context, client kubernetes.Interface, w Workload, t Targe
 		if tmpl.Memory != nil || tmpl.Compute != nil {
 			req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
 			if tmpl.Memory != nil {
-				req.Capacity.Requests["memory"] = *tmpl.Memory
+				req.Capacity.Requests[contract.CapacityMemory] = *tmpl.Memory
 			}
 			if tmpl.Compute != nil {
-				req.Capacity.Requests["compute"] = *tmpl.Compute
+				req.Capacity.Requests[contract.CapacityCompute] = *tmpl.Compute
 			}
 		}
 		ct := &resourceapi.ResourceClaimTemplate{

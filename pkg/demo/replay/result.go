@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
@@ -144,7 +145,7 @@ func occupancy(v fleetView, claims []resourceapi.ResourceClaim) []report.NodeUse
 			share := d.share
 			if d.shared {
 				share = 0.1 // the request policy's default compute share
-				if q, ok := res.ConsumedCapacity["compute"]; ok {
+				if q, ok := res.ConsumedCapacity[contract.CapacityCompute]; ok {
 					share = float64(q.Value()) / 100
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // Workload is the workload file.
@@ -74,9 +76,9 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 	for name, t := range w.Templates {
 		p := field.NewPath("templates").Key(name)
 		switch t.Class {
-		case "gpu.nvidia.com", "mig.nvidia.com", "shared.gpu.nvidia.com":
+		case contract.ClassGPU, contract.ClassMIG, contract.ClassSharedGPU:
 		default:
-			errs = append(errs, field.NotSupported(p.Child("class"), t.Class, []string{"gpu.nvidia.com", "mig.nvidia.com", "shared.gpu.nvidia.com"}))
+			errs = append(errs, field.NotSupported(p.Child("class"), t.Class, []string{contract.ClassGPU, contract.ClassMIG, contract.ClassSharedGPU}))
 		}
 		if t.Count < 0 {
 			errs = append(errs, field.Invalid(p.Child("count"), t.Count, "must not be negative"))

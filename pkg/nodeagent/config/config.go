@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // Mode is how a GPU is offered.
@@ -101,7 +103,7 @@ const (
 // Default is the configuration used without a file.
 func Default() Config {
 	return Config{
-		DriverName:  "gpu.nvidia.com",
+		DriverName:  contract.DefaultDriver,
 		DefaultMode: Whole,
 		Shared: SharedPolicy{
 			MemoryStep:            resource.MustParse("1Gi"),

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
@@ -188,10 +189,10 @@ func (p *Preparer) planDevice(c Claim, i int, r resourceapi.DeviceRequestAllocat
 
 func shareOf(r resourceapi.DeviceRequestAllocationResult) *Share {
 	s := &Share{}
-	if q, ok := r.ConsumedCapacity["memory"]; ok {
+	if q, ok := r.ConsumedCapacity[contract.CapacityMemory]; ok {
 		s.MemoryMiB = q.Value() / (1024 * 1024)
 	}
-	if q, ok := r.ConsumedCapacity["compute"]; ok {
+	if q, ok := r.ConsumedCapacity[contract.CapacityCompute]; ok {
 		s.ComputePercent = q.Value()
 	}
 	return s

@@ -9,9 +9,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
 
@@ -63,54 +65,54 @@ func (l *Layout) Resources(taints map[string]Taint) resourceslice.DriverResource
 func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 	g := d.GPU
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		"productName":  str(g.Product),
-		"architecture": str(g.Architecture),
-		"index":        integer(int64(g.Index)),
+		contract.AttrProductName:  str(g.Product),
+		contract.AttrArchitecture: str(g.Architecture),
+		contract.AttrIndex:        integer(int64(g.Index)),
 	}
 	if v := semver(g.CUDAComputeCapability); v != "" {
-		a["cudaComputeCapability"] = resourceapi.DeviceAttribute{VersionValue: &v}
+		a[contract.AttrCUDAComputeCapability] = resourceapi.DeviceAttribute{VersionValue: &v}
 	}
 	if v := semver(g.DriverVersion); v != "" {
-		a["driverVersion"] = resourceapi.DeviceAttribute{VersionValue: &v}
+		a[contract.AttrDriverVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
 	}
 	if g.PCIeRoot != "" {
-		a["resource.kubernetes.io/pcieRoot"] = str(g.PCIeRoot)
+		a[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
 	}
 	if g.NUMANode >= 0 {
-		a["resource.kubernetes.io/numaNode"] = integer(int64(g.NUMANode))
+		a[deviceattribute.StandardDeviceAttributeNUMANode] = integer(int64(g.NUMANode))
 	}
 	dev := resourceapi.Device{Name: d.Name, Attributes: a}
 	if d.MIG != nil {
-		a["type"] = str("mig")
-		a["parentUUID"] = str(g.UUID)
-		a["profile"] = str(d.MIG.Name)
-		a["partitionSize"] = str(d.MIG.Name)
-		a["placement"] = integer(int64(d.Placement.Start))
-		a["memory"] = integer(d.MIG.MemoryMiB)
+		a[contract.AttrType] = str(contract.TypeMIG)
+		a[contract.AttrParentUUID] = str(g.UUID)
+		a[contract.AttrProfile] = str(d.MIG.Name)
+		a[contract.AttrPartitionSize] = str(d.MIG.Name)
+		a[contract.AttrPlacement] = integer(int64(d.Placement.Start))
+		a[contract.AttrMemory] = integer(d.MIG.MemoryMiB)
 		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			"memory":          {Value: *resource.NewQuantity(d.MIG.MemoryMiB*mib, resource.BinarySI)},
-			"multiprocessors": {Value: *resource.NewQuantity(int64(d.MIG.Multiprocessors), resource.DecimalSI)},
+			contract.CapacityMemory:          {Value: *resource.NewQuantity(d.MIG.MemoryMiB*mib, resource.BinarySI)},
+			contract.CapacityMultiprocessors: {Value: *resource.NewQuantity(int64(d.MIG.Multiprocessors), resource.DecimalSI)},
 		}
 		dev.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
 			CounterSet: l.counterSet[g.Index],
 			Counters:   slices(d.MIG.ComputeSlices, d.Placement.Start, d.Placement.Size),
 		}}
 	} else {
-		a["type"] = str("gpu")
-		a["uuid"] = str(g.UUID)
-		a["memory"] = integer(g.MemoryMiB)
-		a["resource.kubernetes.io/pciBusID"] = str(g.PCIBusID)
+		a[contract.AttrType] = str(contract.TypeGPU)
+		a[contract.AttrUUID] = str(g.UUID)
+		a[contract.AttrMemory] = integer(g.MemoryMiB)
+		a[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
 		if g.NVLinkDomain != "" {
-			a["nvlinkDomain"] = str(g.NVLinkDomain)
-			a["nvlinkLinks"] = integer(int64(g.NVLinks))
-			a["nvlinkBandwidth"] = integer(g.NVLinkBandwidthGBps)
-			a["nvswitch"] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.NVSwitch)}
+			a[contract.AttrNVLinkDomain] = str(g.NVLinkDomain)
+			a[contract.AttrNVLinkLinks] = integer(int64(g.NVLinks))
+			a[contract.AttrNVLinkBandwidth] = integer(g.NVLinkBandwidthGBps)
+			a[contract.AttrNVSwitch] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.NVSwitch)}
 		}
 		if g.CliqueID != "" {
-			a["cliqueID"] = str(g.CliqueID)
+			a[contract.AttrCliqueID] = str(g.CliqueID)
 		}
 		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			"memory": {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
+			contract.CapacityMemory: {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
 		}
 		switch d.Mode {
 		case config.MIG:
@@ -137,13 +139,13 @@ func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 func (l *Layout) shareable(dev *resourceapi.Device) {
 	p := l.cfg.Shared
 	dev.AllowMultipleAllocations = ptr.To(true)
-	mem := dev.Capacity["memory"]
+	mem := dev.Capacity[contract.CapacityMemory]
 	mem.RequestPolicy = &resourceapi.CapacityRequestPolicy{
 		Default:    ptr.To(p.DefaultMemory),
 		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(p.MemoryStep), Step: ptr.To(p.MemoryStep)},
 	}
-	dev.Capacity["memory"] = mem
-	dev.Capacity["compute"] = resourceapi.DeviceCapacity{
+	dev.Capacity[contract.CapacityMemory] = mem
+	dev.Capacity[contract.CapacityCompute] = resourceapi.DeviceCapacity{
 		Value: resource.MustParse("100"),
 		RequestPolicy: &resourceapi.CapacityRequestPolicy{
 			Default:    resource.NewQuantity(p.DefaultComputePercent, resource.DecimalSI),
@@ -166,9 +168,9 @@ func counterSet(whole Device) resourceapi.CounterSet {
 // slices is what a placement consumes: compute slices and the memory
 // slices [start, start+size).
 func slices(compute, start, size int) map[string]resourceapi.Counter {
-	c := map[string]resourceapi.Counter{"compute": {Value: *resource.NewQuantity(int64(compute), resource.DecimalSI)}}
+	c := map[string]resourceapi.Counter{contract.CounterCompute: {Value: *resource.NewQuantity(int64(compute), resource.DecimalSI)}}
 	for m := start; m < start+size; m++ {
-		c[fmt.Sprintf("memory%d", m)] = resourceapi.Counter{Value: resource.MustParse("1")}
+		c[contract.MemorySliceCounter(m)] = resourceapi.Counter{Value: resource.MustParse("1")}
 	}
 	return c
 }

@@ -1,0 +1,86 @@
+// Package contract names what the node agent publishes and the scheduler,
+// demo and tests read: the driver's default name, device attributes,
+// capacities, device types and the DeviceClasses the manifests ship. Each
+// name is defined here once; docs/attributes.md says what each means.
+//
+// Unqualified attribute names live in the driver's domain
+// (device.attributes['gpu.nvidia.com'].memory). The standard
+// resource.kubernetes.io attributes are upstream's constants
+// (k8s.io/dynamic-resource-allocation/deviceattribute). The package
+// imports only the standard library, so every part of gputopo may use it.
+package contract
+
+import "strconv"
+
+// DefaultDriver is the driver name the node agent publishes under unless
+// configured otherwise: NVIDIA's DRA driver's, so that its DeviceClasses
+// and claims keep working.
+const DefaultDriver = "gpu.nvidia.com"
+
+// Attributes of every device.
+const (
+	AttrType                  = "type"
+	AttrIndex                 = "index"
+	AttrProductName           = "productName"
+	AttrArchitecture          = "architecture"
+	AttrCUDAComputeCapability = "cudaComputeCapability"
+	AttrDriverVersion         = "driverVersion"
+	AttrMemory                = "memory" // MiB
+)
+
+// Attributes of whole GPUs.
+const (
+	AttrUUID            = "uuid"
+	AttrNVLinkDomain    = "nvlinkDomain"
+	AttrNVLinkLinks     = "nvlinkLinks"
+	AttrNVLinkBandwidth = "nvlinkBandwidth" // GB/s
+	AttrNVSwitch        = "nvswitch"
+	AttrCliqueID        = "cliqueID"
+	// AttrPCIeSwitch is read by the topology model when a driver
+	// publishes it; gputopo's node agent does not yet.
+	AttrPCIeSwitch = "pcieSwitch"
+)
+
+// Attributes of MIG partitions.
+const (
+	AttrParentUUID    = "parentUUID"
+	AttrProfile       = "profile"
+	AttrPartitionSize = "partitionSize"
+	AttrPlacement     = "placement"
+)
+
+// Driver-domain forms of standard attributes, accepted from drivers that
+// publish them there instead of under resource.kubernetes.io.
+const (
+	AttrPCIeRootInDriverDomain = "pcieRoot"
+	AttrNUMANodeInDriverDomain = "numaNode"
+)
+
+// Values of AttrType.
+const (
+	TypeGPU = "gpu"
+	TypeMIG = "mig"
+)
+
+// Capacities.
+const (
+	CapacityMemory          = "memory" // bytes
+	CapacityCompute         = "compute"
+	CapacityMultiprocessors = "multiprocessors"
+)
+
+// DeviceClasses of manifests/scheduler/deviceclasses.
+const (
+	ClassGPU       = "gpu.nvidia.com"
+	ClassMIG       = "mig.nvidia.com"
+	ClassSharedGPU = "shared.gpu.nvidia.com"
+)
+
+// Counters of a MIG GPU's counter set (KEP-4815): its compute slices, and
+// one counter per memory slice so that overlapping placements exclude
+// each other.
+const CounterCompute = "compute"
+
+// MemorySliceCounter names the counter of memory slice i (memory0 …
+// memory7).
+func MemorySliceCounter(i int) string { return "memory" + strconv.Itoa(i) }
