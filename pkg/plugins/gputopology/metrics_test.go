@@ -16,6 +16,7 @@ import (
 func TestMetrics(t *testing.T) {
 	registerMetrics()
 	registerMetrics() // idempotent
+	linkClassTotal.Reset() // other tests of the package observe choices too
 	observeAllocation(time.Now(), nil)
 	observeAllocation(time.Now(), fmt.Errorf("%w: full", allocator.ErrUnsatisfiable))
 	observeChoice(allocator.Quality{MultiDevice: true, WorstLink: topology.LinkNVLink, FragmentationBefore: 0.2, Fragmentation: 0.1, MIGPlaceableBefore: 1, MIGPlaceable: 0.5})

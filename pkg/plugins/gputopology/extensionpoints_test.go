@@ -1,0 +1,364 @@
+package gputopology
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// wantStatus compares a status by code and a part of its message.
+func wantStatus(t *testing.T, what string, got *fwk.Status, code fwk.Code, msg string) {
+	t.Helper()
+	if got.Code() != code || !strings.Contains(got.Message(), msg) {
+		t.Errorf("%s: status %v %q, want %v containing %q", what, got.Code(), got.Message(), code, msg)
+	}
+}
+
+func TestPreEnqueue(t *testing.T) {
+	deleting := claim("deleting", 1).Obj()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	deleting.Finalizers = []string{resourceapi.Finalizer}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		code fwk.Code
+		msg  string
+	}{
+		{"no claims", podWithClaims("p"), fwk.Success, ""},
+		{"claim exists", podWithClaims("p", "c"), fwk.Success, ""},
+		{"claim not created yet", podWithClaims("p", "missing"), fwk.UnschedulableAndUnresolvable, "resourceclaim default/missing"},
+		{"claim being deleted", podWithClaims("p", "deleting"), fwk.UnschedulableAndUnresolvable, "is being deleted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Obj(), deleting}})
+			wantStatus(t, "PreEnqueue", env.pl.PreEnqueue(env.tCtx, tc.pod), tc.code, tc.msg)
+		})
+	}
+}
+
+func TestPreFilter(t *testing.T) {
+	allocated := claim("allocated", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()
+	shared := claim("shared", 1).Allocation(allocatedOn("node-a", "gpu-1")).
+		ReservedForPod("other", types.UID("uid-other")).Obj()
+	otherClass := claim("other-class", 1).Obj()
+	otherClass.Spec.Devices.Requests[0].Exactly.DeviceClassName = "nonexistent.example.com"
+	for _, tc := range []struct {
+		name        string
+		pod         *v1.Pod
+		code        fwk.Code
+		msg         string
+		wantSession bool
+	}{
+		{name: "no claims: skip", pod: podWithClaims("p"), code: fwk.Skip},
+		{name: "claim to allocate", pod: podWithClaims("p", "c"), code: fwk.Success, wantSession: true},
+		{name: "allocated claim: nothing to allocate", pod: podWithClaims("p", "allocated"), code: fwk.Success},
+		{name: "missing class", pod: podWithClaims("p", "other-class"), code: fwk.UnschedulableAndUnresolvable, msg: "device class nonexistent.example.com does not exist"},
+		{name: "allocated claim another pod uses: shared", pod: podWithClaims("p", "shared"), code: fwk.Success},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, objects{
+				classes: []*resourceapi.DeviceClass{gpuClass},
+				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+				claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj(), allocated, shared, otherClass},
+			})
+			_, status := env.pl.PreFilter(env.tCtx, env.state, tc.pod, nil)
+			wantStatus(t, "PreFilter", status, tc.code, tc.msg)
+			if s, err := getState(env.state); err != nil {
+				t.Errorf("no state written: %v", err)
+			} else if (s.session != nil) != tc.wantSession {
+				t.Errorf("session %v, want one: %v", s.session, tc.wantSession)
+			}
+		})
+	}
+}
+
+// A claim another pod is being scheduled with is out of reach until its
+// allocation is written; no eviction can change that (unresolvable).
+func TestPreFilterClaimInFlightForAnotherPod(t *testing.T) {
+	env := newTestEnv(t, objects{
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 1).Obj()},
+	})
+	c := env.storedClaim("c")
+	c.Status.Allocation = allocatedOn("node-a", "gpu-0")
+	if err := env.pl.draManager.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+		t.Fatal(err)
+	}
+	_, status := env.pl.PreFilter(env.tCtx, env.state, podWithClaims("p", "c"), nil)
+	wantStatus(t, "PreFilter", status, fwk.UnschedulableAndUnresolvable, "is being allocated for another pod")
+}
+
+func TestFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		pod         *v1.Pod
+		node        string
+		code        fwk.Code
+		msg         string
+		wantDevices []string
+	}{
+		{name: "NVLink pair chosen over the first two GPUs", pod: podWithClaims("p", "two"), node: "node-a", code: fwk.Success, wantDevices: []string{"gpu-0", "gpu-2"}},
+		{name: "node without devices", pod: podWithClaims("p", "two"), node: "node-empty", code: fwk.UnschedulableAndUnresolvable, msg: "cannot allocate all claims"},
+		{name: "claim allocated on another node", pod: podWithClaims("p", "on-b"), node: "node-a", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/on-b is allocated on other nodes"},
+		{name: "already allocated claim on its node", pod: podWithClaims("p", "on-b"), node: "node-b", code: fwk.Success},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, objects{
+				nodes:   []*v1.Node{node("node-a"), node("node-b"), node("node-empty")},
+				classes: []*resourceapi.DeviceClass{gpuClass},
+				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
+				claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj(), claim("on-b", 1).Allocation(allocatedOn("node-b", "gpu-0")).Obj()},
+			})
+			if _, status := env.pl.PreFilter(env.tCtx, env.state, tc.pod, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			wantStatus(t, "Filter", env.pl.Filter(env.tCtx, env.state, tc.pod, env.nodes[tc.node]), tc.code, tc.msg)
+			if tc.wantDevices == nil {
+				return
+			}
+			s, _ := getState(env.state)
+			res := s.result(tc.node)
+			if res == nil {
+				t.Fatal("no result kept for Score and Reserve")
+			}
+			var got []string
+			for _, r := range res.Allocations[0].Devices.Results {
+				got = append(got, r.Device)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.wantDevices) {
+				t.Errorf("devices %v, want %v", got, tc.wantDevices)
+			}
+		})
+	}
+}
+
+// Score prefers the node whose allocation has the better link class, and
+// normalizes onto the framework's range.
+func TestScore(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("nvlink"), node("pcie")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("nvlink", 4), pcieSlice("pcie", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
+	})
+	pod := podWithClaims("p", "two")
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	var scores fwk.NodeScoreList
+	for _, n := range []string{"nvlink", "pcie"} {
+		if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes[n]); !status.IsSuccess() {
+			t.Fatalf("Filter %s: %v", n, status)
+		}
+		score, status := env.pl.Score(env.tCtx, env.state, pod, env.nodes[n])
+		if !status.IsSuccess() {
+			t.Fatalf("Score %s: %v", n, status)
+		}
+		scores = append(scores, fwk.NodeScore{Name: n, Score: score})
+	}
+	if status := env.pl.ScoreExtensions().NormalizeScore(env.tCtx, env.state, pod, scores); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if scores[0].Score != fwk.MaxNodeScore || scores[1].Score >= scores[0].Score || scores[1].Score < fwk.MinNodeScore {
+		t.Errorf("scores %v, want nvlink at %d and pcie below it", scores, fwk.MaxNodeScore)
+	}
+}
+
+// scheduleUpTo runs PreFilter and Filter for the pod on node and
+// requires both to pass.
+func (e *testEnv) scheduleUpTo(pod *v1.Pod, nodeName string) fwk.CycleState {
+	e.tCtx.Helper()
+	cs := framework.NewCycleState()
+	if _, status := e.pl.PreFilter(e.tCtx, cs, pod, nil); !status.IsSuccess() {
+		e.tCtx.Fatalf("PreFilter %s: %v", pod.Name, status)
+	}
+	if status := e.pl.Filter(e.tCtx, cs, pod, e.nodes[nodeName]); !status.IsSuccess() {
+		e.tCtx.Fatalf("Filter %s: %v", pod.Name, status)
+	}
+	return cs
+}
+
+// Reserve puts the devices in flight in the shared claim tracker, where
+// the next pod's PreFilter sees them as taken; Unreserve gives them back.
+func TestReserveUnreserve(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 2)},
+		claims:  []*resourceapi.ResourceClaim{claim("first", 2).Obj(), claim("second", 1).Obj()},
+	})
+	first, second := podWithClaims("first", "first"), podWithClaims("second", "second")
+	cs := env.scheduleUpTo(first, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, first, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	uid := env.storedClaim("first").UID
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(uid) == nil {
+		t.Fatal("Reserve: no in-flight allocation in the claim tracker")
+	}
+	cs2 := framework.NewCycleState()
+	if _, status := env.pl.PreFilter(env.tCtx, cs2, second, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter second: %v", status)
+	}
+	wantStatus(t, "Filter of a pod while the node's GPUs are in flight", env.pl.Filter(env.tCtx, cs2, second, env.nodes["node-a"]), fwk.UnschedulableAndUnresolvable, "cannot allocate all claims")
+
+	env.pl.Unreserve(env.tCtx, cs, first, "node-a")
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(uid) != nil {
+		t.Error("Unreserve: allocation still in flight")
+	}
+	env.scheduleUpTo(second, "node-a")
+}
+
+// PreBind writes the allocation, the finalizer, the pod's reservation and
+// the placement note in the claim, and the claim is in flight no longer.
+func TestPreBind(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
+	})
+	pod := podWithClaims("p", "two")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if _, status := env.pl.PreBindPreFlight(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBindPreFlight: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	c := env.storedClaim("two")
+	if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 2 || c.Status.Allocation.AllocationTimestamp == nil {
+		t.Errorf("allocation %+v, want 2 devices and a timestamp", c.Status.Allocation)
+	}
+	if len(c.Status.ReservedFor) != 1 || c.Status.ReservedFor[0].UID != pod.UID {
+		t.Errorf("reservedFor %+v, want the pod", c.Status.ReservedFor)
+	}
+	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
+		t.Errorf("finalizers %v, want %s", c.Finalizers, resourceapi.Finalizer)
+	}
+	if note := c.Annotations[PlacementAnnotation]; !strings.Contains(note, "link class nvlink") {
+		t.Errorf("placement note %q, want the link class", note)
+	}
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(c.UID) != nil {
+		t.Error("claim still in flight after PreBind")
+	}
+}
+
+// PreBindPreFlight skips pods without claims (their state is empty).
+func TestPreBindPreFlightSkipsPodsWithoutClaims(t *testing.T) {
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}})
+	pod := podWithClaims("p")
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); status.Code() != fwk.Skip {
+		t.Fatalf("PreFilter: %v, want Skip", status)
+	}
+	_, status := env.pl.PreBindPreFlight(env.tCtx, env.state, pod, "node-a")
+	wantStatus(t, "PreBindPreFlight", status, fwk.Skip, "")
+	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-a"); !status.IsSuccess() {
+		t.Errorf("Reserve of a pod without claims: %v", status)
+	}
+}
+
+// PostFilter deallocates a claim allocated where the pod cannot run when
+// nobody uses it, so that the next attempt may allocate it elsewhere.
+func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("on-b", 1).Allocation(allocatedOn("node-b", "gpu-0")).Obj()},
+	})
+	pod := podWithClaims("p", "on-b")
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	wantStatus(t, "Filter", env.pl.Filter(env.tCtx, env.state, pod, env.nodes["node-a"]), fwk.UnschedulableAndUnresolvable, "allocated on other nodes")
+	_, status := env.pl.PostFilter(env.tCtx, env.state, pod, nil)
+	wantStatus(t, "PostFilter", status, fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	if c := env.storedClaim("on-b"); c.Status.Allocation != nil {
+		t.Errorf("claim still allocated: %+v", c.Status.Allocation)
+	}
+}
+
+func TestQueueingHints(t *testing.T) {
+	env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("mine", 1).Obj(), claim("other", 1).Obj()}})
+	mine, other := env.storedClaim("mine"), env.storedClaim("other")
+	allocated := mine.DeepCopy()
+	allocated.Status.Allocation = allocatedOn("node-a", "gpu-0")
+	reserved := allocated.DeepCopy()
+	reserved.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "x", UID: "uid-x"}}
+	otherAllocated := other.DeepCopy()
+	otherAllocated.Status.Allocation = allocatedOn("node-a", "gpu-1")
+	pod := podWithClaims("p", "mine")
+	for _, tc := range []struct {
+		name     string
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"own claim created", nil, mine, fwk.Queue},
+		{"own claim's status changed", allocated, reserved, fwk.Queue},
+		{"own claim changed but not its status", mine, mine.DeepCopy(), fwk.QueueSkip},
+		{"another claim created", nil, other, fwk.QueueSkip},
+		{"another claim deallocated: devices freed", otherAllocated, other, fwk.Queue},
+		{"allocated claim deleted: devices freed", otherAllocated, nil, fwk.Queue},
+		{"unallocated claim deleted", other, nil, fwk.QueueSkip},
+		{"deletion seen late", cache.DeletedFinalStateUnknown{Key: "default/other", Obj: other}, nil, fwk.Queue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := env.pl.isSchedulableAfterClaimChange(env.tCtx.Logger(), pod, tc.old, tc.new)
+			if err != nil || got != tc.want {
+				t.Errorf("hint %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("unexpected object", func(t *testing.T) {
+		if got, err := env.pl.isSchedulableAfterClaimChange(env.tCtx.Logger(), pod, nil, pod); err == nil || got != fwk.Queue {
+			t.Errorf("hint %v, %v; want Queue and an error", got, err)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want fwk.QueueingHint
+	}{
+		{"pod's claims exist now", podWithClaims("p", "mine"), fwk.Queue},
+		{"pod's claim still missing", podWithClaims("p", "missing"), fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := env.pl.isSchedulableAfterPodUpdate(env.tCtx.Logger(), tc.pod, tc.pod, tc.pod)
+			if err != nil || got != tc.want {
+				t.Errorf("hint %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// EventsToRegister lists the events the hints above are for.
+func TestEventsToRegister(t *testing.T) {
+	env := newTestEnv(t, objects{})
+	events, err := env.pl.EventsToRegister(env.tCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resources []fwk.EventResource
+	for _, e := range events {
+		resources = append(resources, e.Event.Resource)
+	}
+	for _, want := range []fwk.EventResource{fwk.Node, fwk.ResourceClaim, fwk.TargetPod, fwk.DeviceClass, fwk.ResourceSlice} {
+		if !slices.Contains(resources, want) {
+			t.Errorf("events %v lack %v", resources, want)
+		}
+	}
+}
