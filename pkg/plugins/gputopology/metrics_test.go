@@ -15,7 +15,7 @@ import (
 
 func TestMetrics(t *testing.T) {
 	registerMetrics()
-	registerMetrics() // idempotent
+	registerMetrics()      // idempotent
 	linkClassTotal.Reset() // other tests of the package observe choices too
 	observeAllocation(time.Now(), nil)
 	observeAllocation(time.Now(), fmt.Errorf("%w: full", allocator.ErrUnsatisfiable))
