@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
 	"github.com/gputopo/gputopo/pkg/demo/replay"
@@ -54,25 +56,39 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
+	rep := openbReport(f, len(nodes), len(all), capacity, len(arrivals), len(inflated))
+	if err := writePlacements(filepath.Join(f.out, "placements.csv"), arrivals, outs); err != nil {
+		return rep, err
+	}
+	return rep, addOpenBResults(ctx, cp.Client, &rep, outs, fl)
+}
+
+// openbReport is the report's header: the scenario, the trace's
+// citation, and the published figures of the trace.
+func openbReport(f flags, nodes, allNodes int, capacityMilli int64, arrivals, inflated int) report.Report {
 	rep := report.Report{
 		Title:    fmt.Sprintf("gputopo vs first-fit on the openb trace (%s, seed %d)", f.trace, f.seed),
-		Scenario: fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; the first %d of %d pods sampled up to %.1fx the GPU capacity, submitted until they ask for %g%% of it", len(nodes), capacity/1000, len(arrivals), len(inflated), openb.DefaultInflation, f.until),
+		Scenario: fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; the first %d of %d pods sampled up to %.1fx the GPU capacity, submitted until they ask for %g%% of it", nodes, capacityMilli/1000, arrivals, inflated, openb.DefaultInflation, f.until),
 		Notes: []string{
 			"Trace: Weng et al., \"Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent\", USENIX ATC 2023; Alibaba clusterdata (openb).",
 			"Published figures are the artifact's means over 10 seeds with its own simulator; ours are one seed through the real kube-scheduler with DRA (GPUs as shared devices, compute in percent).",
 		},
 	}
-	if len(nodes) < len(all) {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("Replayed on %d of the trace's %d GPU nodes (--nodes): a quick look; the published figures are for all of them.", len(nodes), len(all)))
+	if nodes < allNodes {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Replayed on %d of the trace's %d GPU nodes (--nodes): a quick look; the published figures are for all of them.", nodes, allNodes))
 	}
 	for _, p := range openb.PublishedPolicies {
 		if v, ok := openb.Published[f.trace][p]; ok {
 			rep.Published = append(rep.Published, report.Figure{Label: "openb " + p + " (published)", Value: v, Unit: "%"})
 		}
 	}
-	if err := writePlacements(filepath.Join(f.out, "placements.csv"), arrivals, outs); err != nil {
-		return rep, err
-	}
+	return rep
+}
+
+// addOpenBResults adds each scheduler's figures: the unallocated curve
+// and its value at 100% arrived from the replay's tracker, occupancy and
+// links from the API server.
+func addOpenBResults(ctx context.Context, client kubernetes.Interface, rep *report.Report, outs []*replay.OpenBOutcome, fl []fleet.Node) error {
 	copyNodes := map[string]map[string]string{}
 	for _, n := range fl {
 		if copyNodes[n.Copy] == nil {
@@ -81,9 +97,9 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 		copyNodes[n.Copy][n.Name] = n.Group
 	}
 	for _, out := range outs {
-		r, err := replay.Result(ctx, cp.Client, replay.Workload{}, &out.Outcome, copyNodes[out.Target.Copy])
+		r, err := replay.Result(ctx, client, replay.Workload{}, &out.Outcome, copyNodes[out.Target.Copy])
 		if err != nil {
-			return rep, err
+			return err
 		}
 		r.Curve = nil
 		for _, p := range out.Tracker.Points() {
@@ -98,7 +114,7 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 		r.PodsPlaced, r.PodsPending = out.Tracker.PodsPlaced(), out.Tracker.PodsRejected()
 		rep.Schedulers = append(rep.Schedulers, r)
 	}
-	return rep, nil
+	return nil
 }
 
 func openbDir(flagDir string) (string, error) {

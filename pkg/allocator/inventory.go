@@ -159,38 +159,38 @@ func labelsKey(labels map[string]string) string {
 type poolID struct{ driver, pool string }
 
 func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
+	bySlice, byLabels, err := inv.slicesFor(node)
+	if err != nil {
+		return nil, err
+	}
+	v := &nodeView{pools: inv.pools(bySlice), node: node.Name, uid: node.UID, byLabels: byLabels}
+	if byLabels {
+		v.labels = labelsKey(node.Labels)
+	}
+	for pi, p := range v.pools {
+		p.first = len(v.devices)
+		v.devices = append(v.devices, p.devices...)
+		for range p.devices {
+			v.devPool = append(v.devPool, int32(pi))
+		}
+	}
+	return v, nil
+}
+
+// slicesFor gathers, per pool, the slices of its newest generation that
+// node sees. byLabels reports whether any slice chose nodes by labels,
+// so that views are cached per label set rather than per node.
+func (inv *Inventory) slicesFor(node *v1.Node) (map[poolID][]*resourceapi.ResourceSlice, bool, error) {
 	bySlice := make(map[poolID][]*resourceapi.ResourceSlice)
 	byLabels := false
 	consider := func(s *resourceapi.ResourceSlice) error {
 		if !inv.features.PartitionableDevices && (s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.SharedCounters) > 0) {
 			return nil
 		}
-		relevant := false
-		nodeName, allNodes := ptr.Deref(s.Spec.NodeName, ""), ptr.Deref(s.Spec.AllNodes, false)
-		switch {
-		case nodeName != "" || allNodes || s.Spec.NodeSelector != nil:
-			byLabels = byLabels || (nodeName == "" && !allNodes)
-			m, err := nodeMatches(node, nodeName, allNodes, s.Spec.NodeSelector)
-			if err != nil {
-				return fmt.Errorf("ResourceSlice %s: spec.nodeSelector: %w", s.Name, err)
-			}
-			relevant = m
-		case ptr.Deref(s.Spec.PerDeviceNodeSelection, false):
-			byLabels = true
-			for i := range s.Spec.Devices {
-				d := &s.Spec.Devices[i]
-				m, err := nodeMatches(node, ptr.Deref(d.NodeName, ""), ptr.Deref(d.AllNodes, false), d.NodeSelector)
-				if err != nil {
-					return fmt.Errorf("ResourceSlice %s: device %s: nodeSelector: %w", s.Name, d.Name, err)
-				}
-				if m {
-					relevant = true
-					break
-				}
-			}
-		}
-		if !relevant {
-			return nil
+		relevant, labels, err := sliceSeenBy(node, s)
+		byLabels = byLabels || labels
+		if err != nil || !relevant {
+			return err
 		}
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
 		cur := bySlice[id]
@@ -202,17 +202,48 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 		}
 		return nil
 	}
-	for _, s := range inv.slicesOnNode[node.Name] {
-		if err := consider(s); err != nil {
-			return nil, err
+	for _, group := range [][]*resourceapi.ResourceSlice{inv.slicesOnNode[node.Name], inv.slicesShared} {
+		for _, s := range group {
+			if err := consider(s); err != nil {
+				return nil, false, err
+			}
 		}
 	}
-	for _, s := range inv.slicesShared {
-		if err := consider(s); err != nil {
-			return nil, err
-		}
-	}
+	return bySlice, byLabels, nil
+}
 
+// sliceSeenBy reports whether node sees any device of the slice, and
+// whether that was decided by node labels.
+func sliceSeenBy(node *v1.Node, s *resourceapi.ResourceSlice) (relevant, byLabels bool, err error) {
+	nodeName, allNodes := ptr.Deref(s.Spec.NodeName, ""), ptr.Deref(s.Spec.AllNodes, false)
+	switch {
+	case nodeName != "" || allNodes || s.Spec.NodeSelector != nil:
+		m, err := nodeMatches(node, nodeName, allNodes, s.Spec.NodeSelector)
+		if err != nil {
+			return false, false, fmt.Errorf("ResourceSlice %s: spec.nodeSelector: %w", s.Name, err)
+		}
+		return m, nodeName == "" && !allNodes, nil
+	case ptr.Deref(s.Spec.PerDeviceNodeSelection, false):
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			m, err := nodeMatches(node, ptr.Deref(d.NodeName, ""), ptr.Deref(d.AllNodes, false), d.NodeSelector)
+			if err != nil {
+				return false, true, fmt.Errorf("ResourceSlice %s: device %s: nodeSelector: %w", s.Name, d.Name, err)
+			}
+			if m {
+				return true, true, nil
+			}
+		}
+		return false, true, nil
+	}
+	return false, false, nil
+}
+
+// pools builds the node's pools from their slices (a pool missing
+// slices as an empty one marked incomplete, a pool with newer slices
+// elsewhere not at all): pools with binding conditions last, each part
+// sorted by driver and pool name, as upstream orders them.
+func (inv *Inventory) pools(bySlice map[poolID][]*resourceapi.ResourceSlice) []*pool {
 	var plain, withBinding []*pool
 	for id, ss := range bySlice {
 		want := ss[0].Spec.Pool.ResourceSliceCount
@@ -240,18 +271,7 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 	}
 	slices.SortFunc(plain, byID)
 	slices.SortFunc(withBinding, byID)
-	v := &nodeView{pools: append(plain, withBinding...), node: node.Name, uid: node.UID, byLabels: byLabels}
-	if byLabels {
-		v.labels = labelsKey(node.Labels)
-	}
-	for pi, p := range v.pools {
-		p.first = len(v.devices)
-		v.devices = append(v.devices, p.devices...)
-		for range p.devices {
-			v.devPool = append(v.devPool, int32(pi))
-		}
-	}
-	return v, nil
+	return append(plain, withBinding...)
 }
 
 // poolGeneration looks at every slice of a pool: obsolete when any has a
@@ -274,47 +294,13 @@ func (inv *Inventory) poolGeneration(id poolID, gen int64) (bool, []*resourceapi
 
 func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.ResourceSlice) *pool {
 	p := &pool{driver: id.driver, name: id.pool}
-	targeting = slices.Clone(targeting)
-	slices.SortFunc(targeting, func(a, b *resourceapi.ResourceSlice) int { return cmp.Compare(a.Name, b.Name) })
 	partitionable := inv.features.PartitionableDevices
-	var counterSlices, deviceSlices, otherSlices []*resourceapi.ResourceSlice
-	for _, s := range targeting {
-		if partitionable && len(s.Spec.SharedCounters) > 0 {
-			counterSlices = append(counterSlices, s)
-		} else {
-			deviceSlices = append(deviceSlices, s)
-		}
+	counterSlices, deviceSlices, otherSlices := classifySlices(targeting, all, partitionable)
+	invalid := func(reason string) *pool {
+		return &pool{driver: id.driver, name: id.pool, invalid: true, invalidReason: reason}
 	}
-	if len(targeting) < len(all) {
-		seen := make(map[string]bool, len(targeting))
-		for _, s := range targeting {
-			seen[s.Name] = true
-		}
-		for _, s := range all {
-			if seen[s.Name] {
-				continue
-			}
-			if partitionable && len(s.Spec.SharedCounters) > 0 {
-				counterSlices = append(counterSlices, s)
-			} else {
-				otherSlices = append(otherSlices, s)
-			}
-		}
-	}
-	invalid := func(format string, args ...any) *pool {
-		return &pool{driver: id.driver, name: id.pool, invalid: true, invalidReason: fmt.Sprintf(format, args...)}
-	}
-
-	// Device names must be unique among the slices that target the node.
-	names := make(map[string]string)
-	for _, s := range deviceSlices {
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			if prev, dup := names[d.Name]; dup {
-				return invalid("ResourceSlice %s: device %s: duplicate device name (also in ResourceSlice %s)", s.Name, d.Name, prev)
-			}
-			names[d.Name] = s.Name
-		}
+	if reason := duplicateDeviceName(deviceSlices); reason != "" {
+		return invalid(reason)
 	}
 	for _, s := range deviceSlices {
 		p.devices = append(p.devices, inv.devicesOf(s)...)
@@ -323,19 +309,85 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 		p.markBindingConditions()
 		return p
 	}
+	if reason := p.addCounters(counterSlices); reason != "" {
+		return invalid(reason)
+	}
+	for _, s := range otherSlices {
+		p.others = append(p.others, inv.devicesOf(s)...)
+	}
+	if reason := p.resolveConsumptions(); reason != "" {
+		return invalid(reason)
+	}
+	p.markBindingConditions()
+	return p
+}
 
+// classifySlices splits a pool's slices: those with shared counters (when
+// partitionable devices are on), the other slices that target the node
+// (sorted by name: their devices are the node's), and the pool's other
+// slices elsewhere (all minus targeting), whose devices may consume the
+// same counters.
+func classifySlices(targeting, all []*resourceapi.ResourceSlice, partitionable bool) (counterSlices, deviceSlices, otherSlices []*resourceapi.ResourceSlice) {
+	targeting = slices.Clone(targeting)
+	slices.SortFunc(targeting, func(a, b *resourceapi.ResourceSlice) int { return cmp.Compare(a.Name, b.Name) })
+	for _, s := range targeting {
+		if partitionable && len(s.Spec.SharedCounters) > 0 {
+			counterSlices = append(counterSlices, s)
+		} else {
+			deviceSlices = append(deviceSlices, s)
+		}
+	}
+	if len(targeting) >= len(all) {
+		return counterSlices, deviceSlices, nil
+	}
+	seen := make(map[string]bool, len(targeting))
+	for _, s := range targeting {
+		seen[s.Name] = true
+	}
+	for _, s := range all {
+		if seen[s.Name] {
+			continue
+		}
+		if partitionable && len(s.Spec.SharedCounters) > 0 {
+			counterSlices = append(counterSlices, s)
+		} else {
+			otherSlices = append(otherSlices, s)
+		}
+	}
+	return counterSlices, deviceSlices, otherSlices
+}
+
+// duplicateDeviceName: device names must be unique among the slices that
+// target the node. It returns why the pool is invalid, or "".
+func duplicateDeviceName(deviceSlices []*resourceapi.ResourceSlice) string {
+	names := make(map[string]string)
+	for _, s := range deviceSlices {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			if prev, dup := names[d.Name]; dup {
+				return fmt.Sprintf("ResourceSlice %s: device %s: duplicate device name (also in ResourceSlice %s)", s.Name, d.Name, prev)
+			}
+			names[d.Name] = s.Name
+		}
+	}
+	return ""
+}
+
+// addCounters indexes the pool's shared counters. It returns why the
+// pool is invalid, or "".
+func (p *pool) addCounters(counterSlices []*resourceapi.ResourceSlice) string {
 	p.counterIndex = make(map[counterKey]int)
 	setSeen := make(map[string]string)
 	for _, s := range counterSlices {
 		for _, cs := range s.Spec.SharedCounters {
 			if prev, dup := setSeen[cs.Name]; dup {
-				return invalid("ResourceSlice %s: sharedCounters %s: duplicate counter set name (also in ResourceSlice %s)", s.Name, cs.Name, prev)
+				return fmt.Sprintf("ResourceSlice %s: sharedCounters %s: duplicate counter set name (also in ResourceSlice %s)", s.Name, cs.Name, prev)
 			}
 			setSeen[cs.Name] = s.Name
 			for _, name := range sortedKeys(cs.Counters) {
 				v := cs.Counters[name].Value
 				if v.Sign() < 0 {
-					return invalid("ResourceSlice %s: sharedCounters %s: counter %s: negative value %s", s.Name, cs.Name, name, v.String())
+					return fmt.Sprintf("ResourceSlice %s: sharedCounters %s: counter %s: negative value %s", s.Name, cs.Name, name, v.String())
 				}
 				k := counterKey{cs.Name, name}
 				p.counterIndex[k] = len(p.counterNames)
@@ -344,14 +396,18 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 			}
 		}
 	}
-	for _, s := range otherSlices {
-		p.others = append(p.others, inv.devicesOf(s)...)
-	}
+	return ""
+}
+
+// resolveConsumptions resolves what each device of the node (and each of
+// the pool's devices elsewhere) consumes of the counters. It returns why
+// the pool is invalid, or "".
+func (p *pool) resolveConsumptions() string {
 	p.uses = make([][]counterUse, len(p.devices))
 	for i, d := range p.devices {
 		u, err := p.resolveConsumption(d)
 		if err != nil {
-			return invalid("%v", err)
+			return err.Error()
 		}
 		p.uses[i] = u
 	}
@@ -360,12 +416,11 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 	for i, d := range p.others {
 		u, err := p.resolveConsumption(d)
 		if err != nil {
-			return invalid("%v", err)
+			return err.Error()
 		}
 		p.otherUses[i] = u
 	}
-	p.markBindingConditions()
-	return p
+	return ""
 }
 
 func (p *pool) markBindingConditions() {

@@ -221,28 +221,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 	}
 	grp := &plan.groups[g]
 	if grp.hasSub && !inSub {
-		allExceeded := true
-		for i := range grp.alts {
-			before := r.explored
-			r.curSub[c][g] = i
-			ok, err := r.step(c, g, i, true, 0, 0)
-			if errors.Is(err, errMaxSize) {
-				continue
-			}
-			allExceeded = false
-			if err != nil || ok {
-				return ok, err
-			}
-			if r.explored > before {
-				// A more preferred alternative worked with this prefix:
-				// later alternatives can only be worse.
-				return false, nil
-			}
-		}
-		if allExceeded {
-			return false, errMaxSize
-		}
-		return false, nil
+		return r.stepAlternatives(c, g, grp)
 	}
 
 	q := grp.alts[sub]
@@ -256,53 +235,68 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 	if need-dev > resourceapi.AllocationResultsMaxSize-len(r.picks[c]) {
 		return false, errMaxSize
 	}
-
 	if q.all {
-		d := r.allDevs[q.idx][dev]
-		ok, t, err := r.take(q, d, true)
-		if err != nil && r.found {
+		return r.stepAll(c, g, sub, inSub, dev, q)
+	}
+	return r.stepCandidates(c, g, sub, inSub, dev, start, q)
+}
+
+// stepAlternatives tries the sub-requests of a firstAvailable request in
+// order of preference.
+func (r *run) stepAlternatives(c, g int, grp *group) (bool, error) {
+	allExceeded := true
+	for i := range grp.alts {
+		before := r.explored
+		r.curSub[c][g] = i
+		ok, err := r.step(c, g, i, true, 0, 0)
+		if errors.Is(err, errMaxSize) {
+			continue
+		}
+		allExceeded = false
+		if err != nil || ok {
+			return ok, err
+		}
+		if r.explored > before {
+			// A more preferred alternative worked with this prefix:
+			// later alternatives can only be worse.
 			return false, nil
 		}
-		if err != nil || !ok {
-			return false, err
-		}
-		done, err := r.step(c, g, sub, inSub, dev+1, 0)
-		if err != nil || !done {
-			r.undo(t)
-			return false, err
-		}
-		return true, nil
 	}
+	if allExceeded {
+		return false, errMaxSize
+	}
+	return false, nil
+}
 
+// stepAll takes device number dev of an All request: the devices are
+// fixed, so there is nothing to choose.
+func (r *run) stepAll(c, g, sub int, inSub bool, dev int, q *req) (bool, error) {
+	d := r.allDevs[q.idx][dev]
+	ok, t, err := r.take(q, d, true)
+	if err != nil && r.found {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return false, err
+	}
+	done, err := r.step(c, g, sub, inSub, dev+1, 0)
+	if err != nil || !done {
+		r.undo(t)
+		return false, err
+	}
+	return true, nil
+}
+
+// stepCandidates tries every device from start on as device number dev
+// of an ExactCount request, in upstream's order.
+func (r *run) stepCandidates(c, g, sub int, inSub bool, dev, start int, q *req) (bool, error) {
 	for d := start; d < len(r.view.devices); d++ {
-		if q.admin {
-			if r.ownedBy(d, int32(c)) {
-				continue
-			}
-		} else if r.inUse(d) {
-			continue
-		}
-		ok, err := r.selectable(q, d)
+		ok, err := r.candidate(c, q, d)
 		if err != nil {
-			if !r.found {
-				return false, err
-			}
-			continue
+			return false, err
 		}
 		if !ok {
 			continue
-		}
-		if r.f.ConsumableCapacity {
-			fits, err := r.capacityFits(q, d)
-			if err != nil {
-				if !r.found {
-					return false, fmt.Errorf("claim %s, request %s: checking capacity of ResourceSlice %s, device %s: %w", klog.KObj(plan.claim), q.subOrBase(), r.view.devices[d].slice.Name, r.view.devices[d].api.Name, err)
-				}
-				continue
-			}
-			if !fits {
-				continue
-			}
 		}
 		ok, t, err := r.take(q, d, false)
 		if err != nil {
@@ -324,6 +318,38 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// candidate reports whether device d may serve request q of claim c:
+// free (or, for admin access, not already the claim's), selected, with
+// capacity left. Errors count only until a first solution is found, as
+// upstream stops at that solution and never sees them.
+func (r *run) candidate(c int, q *req, d int) (bool, error) {
+	if q.admin {
+		if r.ownedBy(d, int32(c)) {
+			return false, nil
+		}
+	} else if r.inUse(d) {
+		return false, nil
+	}
+	ok, err := r.selectable(q, d)
+	if err != nil {
+		if !r.found {
+			return false, err
+		}
+		return false, nil
+	}
+	if !ok || !r.f.ConsumableCapacity {
+		return ok, nil
+	}
+	fits, err := r.capacityFits(q, d)
+	if err != nil {
+		if !r.found {
+			return false, fmt.Errorf("claim %s, request %s: checking capacity of ResourceSlice %s, device %s: %w", klog.KObj(r.s.plans[c].claim), q.subOrBase(), r.view.devices[d].slice.Name, r.view.devices[d].api.Name, err)
+		}
+		return false, nil
+	}
+	return fits, nil
 }
 
 // leaf is reached with every claim allocated.

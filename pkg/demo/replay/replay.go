@@ -67,89 +67,132 @@ type Options struct {
 // each step until every pod is bound or found unschedulable.
 func Run(ctx context.Context, client kubernetes.Interface, w Workload, targets []Target, o Options) ([]*Outcome, error) {
 	start := time.Now()
-	outs := make([]*Outcome, len(targets))
-	records := make([]map[string]*PodRecord, len(targets))
+	r := &replayer{client: client, w: w, targets: targets, o: o,
+		outs: make([]*Outcome, len(targets)), records: make([]map[string]*PodRecord, len(targets))}
 	for i, t := range targets {
-		outs[i] = &Outcome{Target: t, Curve: []Point{{0, 100}}}
-		records[i] = map[string]*PodRecord{}
+		r.outs[i] = &Outcome{Target: t, Curve: []Point{{0, 100}}}
+		r.records[i] = map[string]*PodRecord{}
 		if err := setup(ctx, client, w, t); err != nil {
 			return nil, err
 		}
 	}
-	arrived := 0.0
-	seq := 0
 	for step := 0; step < w.Steps; step++ {
-		left := false
-		for _, g := range w.Pods {
-			if g.Leave != step || g.Leave == 0 {
-				continue
-			}
-			for i, t := range targets {
-				for k := range g.Count {
-					name := fmt.Sprintf("%s-%d", g.Name, k)
-					err := client.CoreV1().Pods(t.Namespace()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-					if err != nil && !apierrors.IsNotFound(err) {
-						return nil, err
-					}
-					if r := records[i][name]; r != nil {
-						r.Left = true
-					}
-					left = true
-				}
-			}
+		left, err := r.leave(ctx, step)
+		if err != nil {
+			return nil, err
 		}
 		if left {
 			time.Sleep(time.Second) // let claims be released and pending pods retried
 		}
-		for _, g := range w.Pods {
-			if g.Arrive != step {
-				continue
-			}
-			tmpl := w.Templates[g.Template]
-			for k := range g.Count {
-				name := fmt.Sprintf("%s-%d", g.Name, k)
-				arrived += tmpl.GPUs
-				for i, t := range targets {
-					pod := podFor(t, name, g, seq, o.NodeLabel)
-					if _, err := client.CoreV1().Pods(t.Namespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-						return nil, fmt.Errorf("create pod %s/%s: %w", t.Namespace(), name, err)
-					}
-					outs[i].Pods = append(outs[i].Pods, &PodRecord{Name: name, Group: g.Name, Template: g.Template, Seq: seq, GPUs: tmpl.GPUs})
-					records[i][name] = outs[i].Pods[len(outs[i].Pods)-1]
-				}
-				seq++
-			}
+		if err := r.arrive(ctx, step); err != nil {
+			return nil, err
 		}
-		for i, t := range targets {
-			if err := settle(ctx, client, t.Namespace()); err != nil {
-				return nil, err
-			}
-			if err := snapshot(ctx, client, t.Namespace(), records[i]); err != nil {
-				return nil, err
-			}
-			used := 0.0
-			for _, r := range outs[i].Pods {
-				if r.Bound && !r.Left {
-					used += r.GPUs
-				}
-			}
-			if o.CapacityGPUs > 0 {
-				outs[i].Curve = append(outs[i].Curve, Point{100 * arrived / o.CapacityGPUs, 100 * (1 - used/o.CapacityGPUs)})
-			}
+		if err := r.settle(ctx); err != nil {
+			return nil, err
 		}
-		if o.Progress != nil {
-			line := fmt.Sprintf("step %d/%d", step+1, w.Steps)
-			for _, out := range outs {
-				placed, pending := count(out)
-				line += fmt.Sprintf("  |  %s: %d placed, %d pending", out.Target.Name, placed, pending)
-			}
-			o.Progress(line)
-		}
+		r.progress(step)
 	}
-	for _, out := range outs {
+	for _, out := range r.outs {
 		out.Duration = time.Since(start)
 	}
-	return outs, nil
+	return r.outs, nil
+}
+
+// replayer is one Run's state: the pods created so far per target.
+type replayer struct {
+	client  kubernetes.Interface
+	w       Workload
+	targets []Target
+	o       Options
+	outs    []*Outcome
+	records []map[string]*PodRecord
+	arrived float64 // GPUs asked for so far
+	seq     int     // pods created so far, per target
+}
+
+// leave deletes the pods whose group leaves at step, from every target.
+func (r *replayer) leave(ctx context.Context, step int) (bool, error) {
+	left := false
+	for _, g := range r.w.Pods {
+		if g.Leave != step || g.Leave == 0 {
+			continue
+		}
+		for i, t := range r.targets {
+			for k := range g.Count {
+				name := fmt.Sprintf("%s-%d", g.Name, k)
+				err := r.client.CoreV1().Pods(t.Namespace()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return false, err
+				}
+				if rec := r.records[i][name]; rec != nil {
+					rec.Left = true
+				}
+				left = true
+			}
+		}
+	}
+	return left, nil
+}
+
+// arrive creates the pods whose group arrives at step, each in every
+// target before the next.
+func (r *replayer) arrive(ctx context.Context, step int) error {
+	for _, g := range r.w.Pods {
+		if g.Arrive != step {
+			continue
+		}
+		tmpl := r.w.Templates[g.Template]
+		for k := range g.Count {
+			name := fmt.Sprintf("%s-%d", g.Name, k)
+			r.arrived += tmpl.GPUs
+			for i, t := range r.targets {
+				pod := podFor(t, name, g, r.seq, r.o.NodeLabel)
+				if _, err := r.client.CoreV1().Pods(t.Namespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("create pod %s/%s: %w", t.Namespace(), name, err)
+				}
+				rec := &PodRecord{Name: name, Group: g.Name, Template: g.Template, Seq: r.seq, GPUs: tmpl.GPUs}
+				r.outs[i].Pods = append(r.outs[i].Pods, rec)
+				r.records[i][name] = rec
+			}
+			r.seq++
+		}
+	}
+	return nil
+}
+
+// settle waits in every target until each pod is bound or unschedulable,
+// records where they went, and adds a point to the arrival curve.
+func (r *replayer) settle(ctx context.Context) error {
+	for i, t := range r.targets {
+		if err := settle(ctx, r.client, t.Namespace()); err != nil {
+			return err
+		}
+		if err := snapshot(ctx, r.client, t.Namespace(), r.records[i]); err != nil {
+			return err
+		}
+		used := 0.0
+		for _, rec := range r.outs[i].Pods {
+			if rec.Bound && !rec.Left {
+				used += rec.GPUs
+			}
+		}
+		if c := r.o.CapacityGPUs; c > 0 {
+			r.outs[i].Curve = append(r.outs[i].Curve, Point{100 * r.arrived / c, 100 * (1 - used/c)})
+		}
+	}
+	return nil
+}
+
+func (r *replayer) progress(step int) {
+	if r.o.Progress == nil {
+		return
+	}
+	line := fmt.Sprintf("step %d/%d", step+1, r.w.Steps)
+	for _, out := range r.outs {
+		placed, pending := count(out)
+		line += fmt.Sprintf("  |  %s: %d placed, %d pending", out.Target.Name, placed, pending)
+	}
+	r.o.Progress(line)
 }
 
 func count(o *Outcome) (placed, pending int) {

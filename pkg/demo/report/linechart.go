@@ -62,7 +62,24 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 	}
 	c.X0, c.Y0, c.X1, c.Y1 = 56, 44, width-right, c.Height-52
 
-	xmax, ymax := 100.0, 0.0
+	var pct []Figure
+	for _, f := range refs {
+		if f.Unit == "%" && finite(f.Value) {
+			pct = append(pct, f)
+		}
+	}
+	xs, ys := c.axes(rs, pct, xmin)
+	c.addSeries(rs, xs, ys)
+	c.addRefs(pct, ys)
+	c.layoutLegend()
+	return c
+}
+
+// axes fits the x axis to the curves from xmin on and the y axis to what
+// the visible points, the final figures and the references reach, and
+// sets the ticks.
+func (c *lineChart) axes(rs []Result, pct []Figure, xmin float64) (xs, ys span) {
+	xmax := 100.0
 	for _, r := range rs {
 		for _, p := range r.Curve {
 			if finite(p.ArrivedPercent) {
@@ -72,29 +89,17 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 	}
 	xstep := niceStep(xmax-xmin, 7)
 	xmax = ceilTo(xmax, xstep)
+	ymin, ymax := 0.0, 0.0
 	for _, r := range rs {
 		for _, p := range visible(r.Curve, xmin, xmax) {
-			ymax = max(ymax, p.UnallocatedPercent)
+			ymin, ymax = min(ymin, p.UnallocatedPercent), max(ymax, p.UnallocatedPercent)
 		}
 		if finite(r.UnallocatedGPUPercent) {
-			ymax = max(ymax, r.UnallocatedGPUPercent)
+			ymin, ymax = min(ymin, r.UnallocatedGPUPercent), max(ymax, r.UnallocatedGPUPercent)
 		}
 	}
-	var pct []Figure
-	for _, f := range refs {
-		if f.Unit == "%" && finite(f.Value) {
-			pct = append(pct, f)
-			ymax = max(ymax, f.Value)
-		}
-	}
-	ymin := 0.0
-	for _, r := range rs {
-		for _, p := range visible(r.Curve, xmin, xmax) {
-			ymin = min(ymin, p.UnallocatedPercent)
-		}
-		if finite(r.UnallocatedGPUPercent) {
-			ymin = min(ymin, r.UnallocatedGPUPercent)
-		}
+	for _, f := range pct {
+		ymax = max(ymax, f.Value)
 	}
 	if ymax <= ymin {
 		ymax = ymin + 10
@@ -102,9 +107,8 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 	ystep := niceStep(ymax-ymin, 5)
 	ymax = ceilTo(ymax, ystep)
 	ymin = math.Floor(ymin/ystep) * ystep
-	xs := span{xmin, xmax, c.X0, c.X1}
-	ys := span{ymin, ymax, c.Y1, c.Y0}
-
+	xs = span{xmin, xmax, c.X0, c.X1}
+	ys = span{ymin, ymax, c.Y1, c.Y0}
 	for _, v := range ticks(xmin, xmax, xstep) {
 		c.XTicks = append(c.XTicks, tick{xs.at(v), number(v) + "%"})
 	}
@@ -114,7 +118,13 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 	if xmin <= 100 && 100 <= xmax {
 		c.Arrived100 = xs.at(100)
 	}
+	return xs, ys
+}
 
+// addSeries draws each result's curve with a dot and label at 100%
+// arrived; the labels sit left of the 100% line, spread so they never
+// overlap.
+func (c *lineChart) addSeries(rs []Result, xs, ys span) {
 	slugs := slugs(rs)
 	var dotY []float64
 	for i, r := range rs {
@@ -126,7 +136,6 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 		}
 		c.Series = append(c.Series, s)
 	}
-	// Dot labels sit left of the 100% line, spread so they never overlap.
 	labelY := spread(dotY, 14, c.Y0+8, c.Y1-4)
 	for i, k := 0, 0; i < len(c.Series); i++ {
 		if c.Series[i].Dot {
@@ -134,7 +143,10 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 			k++
 		}
 	}
+}
 
+// addRefs draws the published figures as horizontal lines with labels.
+func (c *lineChart) addRefs(pct []Figure, ys span) {
 	var refY []float64
 	for _, f := range pct {
 		// The value leads so that truncating a long label never hides it.
@@ -145,8 +157,11 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 	for i, y := range spread(refY, 13, c.Y0, c.Y1) {
 		c.Refs[i].LabelY = y + 4
 	}
+}
 
-	// Legend along the top: one entry per series, then the reference style.
+// layoutLegend puts the legend along the top: one entry per series, then
+// the reference style.
+func (c *lineChart) layoutLegend() {
 	c.LegendY = 22
 	x := c.X0
 	for i := range c.Series {
@@ -154,7 +169,6 @@ func unallocatedChart(id, title string, rs []Result, refs []Figure, xmin float64
 		x += 34 + 7*float64(len([]rune(c.Series[i].Name)))
 	}
 	c.LegendRefsX = x
-	return c
 }
 
 // visible keeps the points with xmin <= arrived <= xmax.
