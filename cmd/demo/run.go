@@ -22,7 +22,7 @@ import (
 
 	"github.com/gputopo/gputopo/manifests"
 	"github.com/gputopo/gputopo/pkg/contract"
-	"github.com/gputopo/gputopo/pkg/demo/controlplane"
+	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/replay"
 	"github.com/gputopo/gputopo/pkg/demo/report"

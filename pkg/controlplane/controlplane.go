@@ -1,18 +1,24 @@
-// Package controlplane runs a Kubernetes control plane inside the demo's
-// process: etcd (embedded), kube-apiserver (through its in-process test
-// server, which generates certificates and keys), the resourceclaim
-// controller and the scheduler with gputopo's plugins, configured from
-// the manifests' ConfigMap. Nothing is downloaded and no container runs.
+// Package controlplane runs a Kubernetes control plane inside a process:
+// etcd (embedded), kube-apiserver (through its in-process test server,
+// which generates certificates and keys), the resourceclaim controller and
+// the scheduler with gputopo's plugins, configured from the manifests'
+// ConfigMap. The demo runs all of it; the integration tests use its
+// pieces (the claim controller, kubeconfigs) around their own API server
+// with RBAC and the scheduler as a separate process. Nothing is
+// downloaded and no container runs.
 package controlplane
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -38,6 +44,7 @@ type ControlPlane struct {
 	tb         *tb
 	cancel     context.CancelFunc
 	done       []chan struct{}
+	stops      []func()
 }
 
 // Start runs etcd, kube-apiserver, the resourceclaim controller and the
@@ -80,22 +87,16 @@ func Start(ctx context.Context, dir string) (cp *ControlPlane, err error) {
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cp.Config = cfg
 	cp.Client = kubernetes.NewForConfigOrDie(cfg)
-	if cp.Kubeconfig, err = writeKubeconfig(dir, cfg); err != nil {
+	cp.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := WriteKubeconfig(cp.Kubeconfig, cfg); err != nil {
 		return cp, err
 	}
 
-	factory := informers.NewSharedInformerFactory(cp.Client, 0)
-	rc, err := resourceclaim.NewController(klog.FromContext(ctx), cp.Client,
-		factory.Core().V1().Pods(), factory.Scheduling().V1beta1().PodGroups(),
-		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	stopClaims, err := StartClaimController(ctx, cp.Client, 10)
 	if err != nil {
-		return cp, fmt.Errorf("resourceclaim controller: %w", err)
+		return cp, err
 	}
-	factory.Start(ctx.Done())
-	rcDone := make(chan struct{})
-	go func() { defer close(rcDone); rc.Run(ctx, 10) }()
-	cp.done = append(cp.done, rcDone)
-	t.Cleanup(factory.Shutdown)
+	cp.stops = append(cp.stops, stopClaims)
 
 	schedDone, err := startScheduler(ctx, dir, cp.Kubeconfig)
 	if err != nil {
@@ -110,6 +111,9 @@ func (cp *ControlPlane) Stop() {
 	cp.cancel()
 	for _, d := range cp.done {
 		<-d
+	}
+	for _, stop := range cp.stops {
+		stop()
 	}
 	cp.tb.cleanup()
 }
@@ -160,12 +164,62 @@ func startScheduler(ctx context.Context, dir, kubeconfig string) (chan struct{},
 	return done, nil
 }
 
-func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
+// StartClaimController runs kube-controller-manager's resourceclaim
+// controller, which creates the claims of pods' templates and records
+// them in the pods' status; stop ends it and waits.
+func StartClaimController(ctx context.Context, client kubernetes.Interface, workers int) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	rc, err := resourceclaim.NewController(klog.FromContext(ctx), client,
+		factory.Core().V1().Pods(), factory.Scheduling().V1beta1().PodGroups(),
+		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("resourceclaim controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); rc.Run(ctx, workers) }()
+	return func() {
+		cancel()
+		<-done
+		factory.Shutdown()
+	}, nil
+}
+
+// WriteKubeconfig writes a kubeconfig file for cfg (server, CA, token or
+// client certificate) at path.
+func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["demo"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos["demo"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo"}
-	kc.CurrentContext = "demo"
-	path := filepath.Join(dir, "kubeconfig")
-	return path, clientcmd.WriteToFile(*kc, path)
+	kc.Clusters["gputopo"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
+	kc.AuthInfos["gputopo"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["gputopo"] = &clientcmdapi.Context{Cluster: "gputopo", AuthInfo: "gputopo"}
+	kc.CurrentContext = "gputopo"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// CreateNode creates a ready node with the given capacity (zero: 128
+// CPUs, 1Ti memory) for up to 1,000 pods, labelled with its hostname
+// besides labels. No kubelet runs for it: nothing makes it unready.
+func CreateNode(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string, cpu, memory resource.Quantity) error {
+	if cpu.IsZero() {
+		cpu = resource.MustParse("128")
+	}
+	if memory.IsZero() {
+		memory = resource.MustParse("1Ti")
+	}
+	all := map[string]string{"kubernetes.io/hostname": name}
+	maps.Copy(all, labels)
+	capacity := v1.ResourceList{v1.ResourcePods: resource.MustParse("1000"), v1.ResourceCPU: cpu, v1.ResourceMemory: memory}
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: all}}
+	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	created.Status = v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
 }

@@ -14,15 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/test/integration/framework"
+
+	"github.com/gputopo/gputopo/pkg/controlplane"
 )
 
 // cluster is one control plane: kube-apiserver on the shared etcd, the
@@ -85,20 +83,12 @@ func newCluster(t *testing.T, restartable bool, apiserverFlags []string) *cluste
 	c.defaultServiceAccount("default")
 
 	// The resourceclaim controller turns templates into claims.
-	factory := informers.NewSharedInformerFactory(client, 0)
-	rc, err := resourceclaim.NewController(klog.FromContext(ctx), client,
-		factory.Core().V1().Pods(), factory.Scheduling().V1beta1().PodGroups(),
-		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	stopClaims, err := controlplane.StartClaimController(ctx, client, 5)
 	if err != nil {
-		t.Fatalf("resourceclaim controller: %v", err)
+		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	go rc.Run(ctx, 5)
-	// Cleanups run last-in first-out: stop the informers' context first.
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
+	// Cleanups run last-in first-out: this one before the API server's.
+	t.Cleanup(stopClaims)
 	return c
 }
 
@@ -113,39 +103,18 @@ func (c *cluster) defaultServiceAccount(ns string) {
 
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := controlplane.WriteKubeconfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// node creates a schedulable node.
+// node creates a schedulable node with room for any test's pods.
 func (c *cluster) node(name string, labels map[string]string) {
 	c.t.Helper()
-	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Status: v1.NodeStatus{
-			Capacity:    v1.ResourceList{v1.ResourcePods: resource.MustParse("500"), v1.ResourceCPU: resource.MustParse("256"), v1.ResourceMemory: resource.MustParse("2Ti")},
-			Allocatable: v1.ResourceList{v1.ResourcePods: resource.MustParse("500"), v1.ResourceCPU: resource.MustParse("256"), v1.ResourceMemory: resource.MustParse("2Ti")},
-			Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
-		},
-	}
-	for k, v := range labels {
-		n.Labels[k] = v
-	}
-	created, err := c.client.CoreV1().Nodes().Create(c.ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		c.t.Fatalf("create node %s: %v", name, err)
-	}
-	created.Status = n.Status
-	if _, err := c.client.CoreV1().Nodes().UpdateStatus(c.ctx, created, metav1.UpdateOptions{}); err != nil {
-		c.t.Fatalf("node %s status: %v", name, err)
+	if err := controlplane.CreateNode(c.ctx, c.client, name, labels, resource.MustParse("256"), resource.MustParse("2Ti")); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

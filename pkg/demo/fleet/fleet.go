@@ -11,13 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
@@ -130,7 +129,7 @@ func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies [
 				if n.Mode == "" {
 					n.Mode = config.Whole
 				}
-				if err := createNode(ctx, client, n.Name, map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}, g.CPU, g.Memory); err != nil {
+				if err := controlplane.CreateNode(ctx, client, n.Name, map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}, g.CPU, g.Memory); err != nil {
 					f.Stop()
 					return nil, err
 				}
@@ -162,28 +161,4 @@ func startAgent(ctx context.Context, client kubernetes.Interface, n Node, rack, 
 		return nil, fmt.Errorf("node agent of %s: %w", n.Name, err)
 	}
 	return a, nil
-}
-
-// createNode creates a ready node with the given capacity (defaults: 128
-// CPUs, 1Ti memory).
-func createNode(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string, cpu, memory resource.Quantity) error {
-	if cpu.IsZero() {
-		cpu = resource.MustParse("128")
-	}
-	if memory.IsZero() {
-		memory = resource.MustParse("1Ti")
-	}
-	labels["kubernetes.io/hostname"] = name
-	capacity := v1.ResourceList{v1.ResourcePods: resource.MustParse("1000"), v1.ResourceCPU: cpu, v1.ResourceMemory: memory}
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create node %s: %w", name, err)
-	}
-	created.Status = v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
-		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("node %s status: %w", name, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
@@ -50,7 +51,7 @@ func StartOpenB(ctx context.Context, client kubernetes.Interface, nodes []openb.
 		j := jobs[i]
 		name := j.copy + "-" + j.n.Name
 		labels := map[string]string{CopyLabel: j.copy, ShapeLabel: "openb", ModelLabel: j.n.Model}
-		if err := createNode(ctx, client, name, labels, *resource.NewMilliQuantity(j.n.CPUMilli, resource.DecimalSI), *resource.NewQuantity(j.n.MemoryMiB*1024*1024, resource.BinarySI)); err != nil {
+		if err := controlplane.CreateNode(ctx, client, name, labels, *resource.NewMilliQuantity(j.n.CPUMilli, resource.DecimalSI), *resource.NewQuantity(j.n.MemoryMiB*1024*1024, resource.BinarySI)); err != nil {
 			errs[i] = err
 			return
 		}
