@@ -10,7 +10,10 @@
 // imports only the standard library, so every part of gputopo may use it.
 package contract
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // DefaultDriver is the driver name the node agent publishes under unless
 // configured otherwise: NVIDIA's DRA driver's, so that its DeviceClasses
@@ -84,3 +87,14 @@ const CounterCompute = "compute"
 // MemorySliceCounter names the counter of memory slice i (memory0 …
 // memory7).
 func MemorySliceCounter(i int) string { return "memory" + strconv.Itoa(i) }
+
+// IsMemorySliceCounter reports whether a counter is one of
+// MemorySliceCounter's.
+func IsMemorySliceCounter(name string) bool {
+	digits, ok := strings.CutPrefix(name, "memory")
+	if !ok || digits == "" {
+		return false
+	}
+	_, err := strconv.Atoi(digits)
+	return err == nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/report"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -20,7 +20,7 @@ import (
 type device struct {
 	gpu      topology.GPU
 	physical string  // uuid of the GPU it lives on
-	share    float64 // of its GPU a device takes whole (MIG: memory slices / slices)
+	share    float64 // of its GPU a device takes whole (MIG: resources.PartitionShare)
 	shared   bool
 }
 
@@ -35,6 +35,15 @@ type gpuEntry struct{ uuid, domain string }
 
 func viewOf(slices []resourceapi.ResourceSlice, nodes map[string]string) fleetView {
 	v := fleetView{devices: map[string]device{}, nodes: map[string][]gpuEntry{}, shapes: nodes}
+	counterSets := map[string]map[string]resourceapi.CounterSet{} // pool -> set name -> set
+	for _, s := range slices {
+		for _, cs := range s.Spec.SharedCounters {
+			if counterSets[s.Spec.Pool.Name] == nil {
+				counterSets[s.Spec.Pool.Name] = map[string]resourceapi.CounterSet{}
+			}
+			counterSets[s.Spec.Pool.Name][cs.Name] = cs
+		}
+	}
 	for _, s := range slices {
 		node := ptr.Deref(s.Spec.NodeName, "")
 		if _, ok := nodes[node]; !ok {
@@ -44,15 +53,7 @@ func viewOf(slices []resourceapi.ResourceSlice, nodes map[string]string) fleetVi
 			g := topology.Describe(s.Spec.Driver, node, d.Attributes)
 			dev := device{gpu: g, physical: g.Physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
 			if g.Partition {
-				memory := 0
-				for _, c := range d.ConsumesCounters {
-					for k := range c.Counters {
-						if strings.HasPrefix(k, "memory") {
-							memory++
-						}
-					}
-				}
-				dev.share = float64(memory) / 8
+				dev.share = resources.PartitionShare(&d, counterSets[s.Spec.Pool.Name])
 			} else {
 				domain := g.NVLinkDomain
 				if domain == "" {

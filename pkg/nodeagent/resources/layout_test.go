@@ -318,3 +318,39 @@ func TestResourceSlicesAsAPIObjects(t *testing.T) {
 		t.Errorf("%d slices with %d devices, want 4 with %d", len(slices), devices, len(l.Devices))
 	}
 }
+
+// PartitionShare reads back from the published devices the share of its
+// GPU each MIG placement takes: its memory slices out of the GPU's.
+func TestPartitionShare(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXA100, mocknvml.Options{MIG: true})
+	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := map[string]resourceapi.CounterSet{}
+	var devices []resourceapi.Device
+	for _, s := range l.ResourceSlices() {
+		for _, cs := range s.Spec.SharedCounters {
+			sets[cs.Name] = cs
+		}
+		devices = append(devices, s.Spec.Devices...)
+	}
+	want := map[string]float64{"gpu-0": 1, "gpu-0-mig-1g5gb-3": 1.0 / 8, "gpu-0-mig-3g20gb-4": 4.0 / 8, "gpu-0-mig-7g40gb-0": 1}
+	for i := range devices {
+		d := &devices[i]
+		w, ok := want[d.Name]
+		if !ok {
+			continue
+		}
+		delete(want, d.Name)
+		if got := resources.PartitionShare(d, sets); got != w {
+			t.Errorf("%s: share %v, want %v", d.Name, got, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("devices not published: %v", want)
+	}
+	if got := resources.PartitionShare(&resourceapi.Device{Name: "plain"}, nil); got != 1 {
+		t.Errorf("device without counters: share %v, want 1", got)
+	}
+}
