@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,9 +152,13 @@ func TestMIGPartitions(t *testing.T) {
 		}
 	}
 
-	// Delete every pod (pending ones would take the freed counters
-	// first); their claims get released and full GPUs fit again.
-	for _, n := range names {
+	// Delete every pod, the pending ones first: they would take the
+	// counters the bound ones free, and one deleted while being bound
+	// leaves its claim allocated until the garbage collector, which does
+	// not run here, deletes the claim. Their claims get released and
+	// full GPUs fit again.
+	pending := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(bound, n) })
+	for _, n := range append(pending, bound...) {
 		if err := c.client.CoreV1().Pods(ns).Delete(c.ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
