@@ -73,8 +73,8 @@ func parse(args []string) (flags, error) {
 	if f.nodes < 0 {
 		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)
 	}
-	if max := 100 * openb.DefaultInflation; f.until <= 0 || f.until > max {
-		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, max)
+	if most := 100 * openb.DefaultInflation; f.until <= 0 || f.until > most {
+		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, most)
 	}
 	return f, nil
 }

@@ -49,11 +49,16 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		defer prof.Close()
 		if err := pprof.StartCPUProfile(prof); err != nil {
+			_ = prof.Close()
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := prof.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "--cpuprofile: %v\n", err)
+			}
+		}()
 	}
 	var rep report.Report
 	switch {
@@ -213,10 +218,10 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	return rep, nil
 }
 
-func nodesOf(fl *fleet.Fleet, copy string) map[string]string {
+func nodesOf(fl *fleet.Fleet, copyName string) map[string]string {
 	out := map[string]string{}
 	for _, n := range fl.Nodes {
-		if n.Copy == copy {
+		if n.Copy == copyName {
 			out[n.Name] = n.Group
 		}
 	}
@@ -245,8 +250,8 @@ func waitPublished(ctx context.Context, client kubernetes.Interface, fl *fleet.F
 	})
 }
 
-func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet, copy string) (float64, error) {
-	nodes := nodesOf(fl, copy)
+func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet, copyName string) (float64, error) {
+	nodes := nodesOf(fl, copyName)
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputopo/gputopo/pkg/topology"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Quality tests: on real node shapes, the engine's choice against
@@ -28,10 +29,10 @@ type sideBySide struct {
 func allocateBoth(t *testing.T, sl []*resourceapi.ResourceSlice, state *AllocatedState, claims ...*resourceapi.ResourceClaim) sideBySide {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	return allocateBothCtx(t, ctx, sl, state, claims...)
+	return allocateBothCtx(ctx, t, sl, state, claims...)
 }
 
-func allocateBothCtx(t *testing.T, ctx context.Context, sl []*resourceapi.ResourceSlice, state *AllocatedState, claims ...*resourceapi.ResourceClaim) sideBySide {
+func allocateBothCtx(ctx context.Context, t *testing.T, sl []*resourceapi.ResourceSlice, state *AllocatedState, claims ...*resourceapi.ResourceClaim) sideBySide {
 	t.Helper()
 	n := node(*sl[0].Spec.NodeName)
 	f := DefaultFeatures()

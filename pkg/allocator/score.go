@@ -5,8 +5,9 @@ import (
 	"math"
 	"sync"
 
-	"github.com/gputopo/gputopo/pkg/topology"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Quality explains an allocation on one node. "Before" values describe the

@@ -520,7 +520,7 @@ func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 		if !r.f.PartitionableDevices {
 			return false, t, nil
 		}
-		if !(t.multi && r.sharedInUse(d)) {
+		if !t.multi || !r.sharedInUse(d) {
 			pi, li := r.view.locate(d)
 			uses := r.view.pools[pi].usesOf(li)
 			if !r.countersFit(pi, uses) {

@@ -79,9 +79,9 @@ const (
 	ClassSharedGPU = "shared.gpu.nvidia.com"
 )
 
-// Counters of a MIG GPU's counter set (KEP-4815): its compute slices, and
-// one counter per memory slice so that overlapping placements exclude
-// each other.
+// CounterCompute counts a MIG GPU's compute slices in its counter set
+// (KEP-4815); besides it, one counter per memory slice
+// (MemorySliceCounter) makes overlapping placements exclude each other.
 const CounterCompute = "compute"
 
 // MemorySliceCounter names the counter of memory slice i (memory0 …

@@ -14,23 +14,27 @@ import (
 type LinkClass int
 
 const (
-	// LinkSameGPU: both devices are partitions of one physical GPU.
+	// LinkSameGPU is the class of two partitions of one physical GPU.
 	LinkSameGPU LinkClass = iota
-	// LinkNVLink: same NVLink domain on one node (NVSwitch fabric or
+	// LinkNVLink is the class of one NVLink domain on one node (NVSwitch fabric or
 	// NVLink bridge).
 	LinkNVLink
-	// LinkPCIeSwitch: same PCIe switch.
+	// LinkPCIeSwitch is the class of GPUs under one PCIe switch.
 	LinkPCIeSwitch
-	// LinkPCIeHostBridge: same PCIe root complex.
+	// LinkPCIeHostBridge is the class of GPUs on one PCIe root complex.
 	LinkPCIeHostBridge
-	// LinkNUMA: same NUMA node, through the CPU's interconnect.
+	// LinkNUMA is the class of GPUs on one NUMA node, through the CPU's
+	// interconnect.
 	LinkNUMA
-	// LinkSystem: across CPU sockets (SMP interconnect), or unknown.
+	// LinkSystem is the class across CPU sockets (SMP interconnect), or
+	// unknown.
 	LinkSystem
-	// LinkMultiNodeNVLink: different nodes in one multi-node NVLink clique
+	// LinkMultiNodeNVLink is the class of different nodes in one multi-node
+	// NVLink clique
 	// (GB200 NVL72 rack).
 	LinkMultiNodeNVLink
-	// LinkNetwork: different nodes, no shared NVLink fabric.
+	// LinkNetwork is the class of different nodes without a shared NVLink
+	// fabric.
 	LinkNetwork
 )
 

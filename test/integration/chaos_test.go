@@ -222,7 +222,6 @@ type simKubelet struct {
 	libs   map[string]*mocknvml.Server
 	dirs   map[string]string
 	nodes  map[string]simNode
-	errors int
 }
 
 func (k *simKubelet) start(n simNode) {

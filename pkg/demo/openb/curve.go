@@ -83,8 +83,10 @@ func (t *Tracker) UnallocatedPercent() float64 {
 	return 100 * (1 - float64(t.allocated)/float64(t.capacity))
 }
 
-// PodsPlaced and PodsRejected count the outcomes so far.
-func (t *Tracker) PodsPlaced() int   { return t.placed }
+// PodsPlaced counts the pods bound so far.
+func (t *Tracker) PodsPlaced() int { return t.placed }
+
+// PodsRejected counts the pods found unschedulable so far.
 func (t *Tracker) PodsRejected() int { return t.rejected }
 
 // Points returns a copy of the curve, one point per outcome, in order.

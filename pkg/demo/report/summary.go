@@ -46,7 +46,8 @@ func WriteSummary(w io.Writer, r Report) error {
 		b.WriteString("\npublished (reference)\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 		for _, f := range r.Published {
-			fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
+			// A tabwriter over a bytes.Buffer: any error surfaces in Flush.
+			_, _ = fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -4,14 +4,14 @@ package scenarios
 
 import _ "embed"
 
-// DefaultCluster: per scheduler, a DGX H100, two PCIe servers of NVLink
+// DefaultCluster is, per scheduler, a DGX H100, two PCIe servers of NVLink
 // pairs, an A100 node in MIG mode, two GB200 NVL72 trays of one rack and
 // an H200 node shared by memory: 48 GPUs.
 //
 //go:embed default-cluster.yaml
 var DefaultCluster []byte
 
-// DefaultWorkload: the DRA article's two claims, tensor-parallel jobs of
+// DefaultWorkload is the DRA article's two claims, tensor-parallel jobs of
 // 2, 4 and 8 GPUs arriving and leaving, a stream of MIG profiles and
 // shared-GPU inference pods, more than the fleet holds at the peak.
 //

@@ -23,13 +23,13 @@ import (
 type Mode string
 
 const (
-	// Whole: one device per GPU, one claim at a time.
+	// Whole publishes one device per GPU, one claim at a time.
 	Whole Mode = "whole"
-	// MIG: every real MIG placement as a device consuming the GPU's
+	// MIG publishes every real MIG placement as a device consuming the GPU's
 	// shared counters (compute and memory slices); the whole GPU as a
 	// device consuming all of them. Needs MIG mode on.
 	MIG Mode = "mig"
-	// Shared: one device per GPU that several claims can share
+	// Shared publishes one device per GPU that several claims can share
 	// (allowMultipleAllocations), each taking memory and compute
 	// capacity.
 	Shared Mode = "shared"
@@ -94,9 +94,9 @@ type HealthPolicy struct {
 type FatalRecovery string
 
 const (
-	// RecoverOnReset: a GPU reset seen through NVML counts too.
+	// RecoverOnReset lets a GPU reset seen through NVML count too.
 	RecoverOnReset FatalRecovery = "reset"
-	// RecoverByOperator: only an operator's acknowledgement counts.
+	// RecoverByOperator counts only an operator's acknowledgement.
 	RecoverByOperator FatalRecovery = "operator"
 )
 

@@ -59,7 +59,7 @@ func (p *Preparer) writeSpec(c Claim) error {
 	}
 	// All of the claim's GPUs, for the NVIDIA container toolkit.
 	spec.ContainerEdits.Env = []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(visible, ",")}
-	version, err := cdi.MinimumRequiredVersion(spec)
+	version, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
 		return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
 	}

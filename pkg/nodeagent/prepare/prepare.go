@@ -42,7 +42,7 @@ type Preparer struct {
 	claims map[string]Claim
 }
 
-// ErrConflict: a device is already prepared for another claim.
+// ErrConflict means a device is already prepared for another claim.
 var ErrConflict = errors.New("device already prepared for another claim")
 
 // New loads the checkpoint and initializes NVML (for MIG instances).

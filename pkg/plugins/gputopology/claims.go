@@ -58,8 +58,9 @@ func (pl *GPUTopology) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status 
 	return nil
 }
 
-// EventsToRegister: pods wait for claims, slices, classes and nodes. It
-// also refuses a profile that enables DynamicResources too (checkProfile).
+// EventsToRegister lists the events pods wait for: claims, slices,
+// classes and nodes. It also refuses a profile that enables
+// DynamicResources too (checkProfile).
 func (pl *GPUTopology) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	if err := checkProfile(pl.fh); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)

@@ -169,8 +169,8 @@ func TestScore(t *testing.T) {
 	if status := env.pl.ScoreExtensions().NormalizeScore(env.tCtx, env.state, pod, scores); !status.IsSuccess() {
 		t.Fatal(status)
 	}
-	if scores[0].Score != fwk.MaxNodeScore || scores[1].Score >= scores[0].Score || scores[1].Score < fwk.MinNodeScore {
-		t.Errorf("scores %v, want nvlink at %d and pcie below it", scores, fwk.MaxNodeScore)
+	if scores[0].Score != fwk.MaxScore || scores[1].Score >= scores[0].Score || scores[1].Score < fwk.MinScore {
+		t.Errorf("scores %v, want nvlink at %d and pcie below it", scores, fwk.MaxScore)
 	}
 }
 

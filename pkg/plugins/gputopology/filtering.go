@@ -119,7 +119,7 @@ func (pl *GPUTopology) checkClasses(claim *resourceapi.ResourceClaim) *fwk.Statu
 	return nil
 }
 
-// PreFilterExtensions: none.
+// PreFilterExtensions returns nil: there are none.
 func (pl *GPUTopology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter allocates the pod's claims on one node and remembers the result.
@@ -200,9 +200,9 @@ func trimSentinel(err error) string {
 	return msg
 }
 
-// PostFilter: when a claim is allocated on nodes where the pod cannot
-// run and no other pod uses it, drop the allocation so that the next
-// attempt can allocate it elsewhere (upstream does the same).
+// PostFilter deallocates a claim that is allocated on nodes where the pod
+// cannot run and that no other pod uses, so that the next attempt can
+// allocate it elsewhere (upstream does the same).
 func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := getState(cs)
 	if err != nil {

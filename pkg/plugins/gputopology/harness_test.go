@@ -118,16 +118,12 @@ func versionReactor() cgotesting.ReactionFunc {
 	var mu sync.Mutex
 	var version, uid int
 	return func(action cgotesting.Action) (bool, apiruntime.Object, error) {
-		var obj apiruntime.Object
-		switch a := action.(type) {
-		case cgotesting.CreateAction:
-			obj = a.GetObject()
-		case cgotesting.UpdateAction:
-			obj = a.GetObject()
-		default:
+		// UpdateAction has CreateAction's methods: one case serves both.
+		a, ok := action.(cgotesting.CreateAction)
+		if !ok || (action.GetVerb() != "create" && action.GetVerb() != "update") {
 			return false, nil, nil
 		}
-		m, ok := obj.(metav1.Object)
+		m, ok := a.GetObject().(metav1.Object)
 		if !ok {
 			return false, nil, nil
 		}

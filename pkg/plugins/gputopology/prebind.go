@@ -19,7 +19,7 @@ import (
 	"github.com/gputopo/gputopo/pkg/allocator"
 )
 
-// PreBindPreFlight: PreBind runs only for pods with claims.
+// PreBindPreFlight skips PreBind for pods without claims.
 func (pl *GPUTopology) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
 	if s, err := getState(cs); err != nil || len(s.claims) == 0 {

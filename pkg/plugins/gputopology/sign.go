@@ -22,9 +22,9 @@ func (pl *GPUTopology) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragme
 	return nil, nil
 }
 
-// SignPod: a QualityScorer scores only nodes where GPUTopology allocated,
-// so it signs what GPUTopology signs (nothing for pods without claims) and
-// refuses pods with claims the same way.
+// SignPod signs for a QualityScorer what GPUTopology signs (nothing for
+// pods without claims) and refuses pods with claims the same way: it
+// scores only nodes where GPUTopology allocated.
 func (s *QualityScorer) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if len(pod.Spec.ResourceClaims) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with DRA resource claims are not signable")

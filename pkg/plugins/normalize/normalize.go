@@ -15,7 +15,7 @@ const Scale = 100
 // ToScore turns a raw rating into a framework score before normalization.
 func ToScore(raw float64) int64 { return int64(math.Round(raw * Scale)) }
 
-// MinMax maps the scores linearly onto [MinNodeScore, MaxNodeScore], the
+// MinMax maps the scores linearly onto [MinScore, MaxScore], the
 // best node getting the maximum. All equal scores become the maximum, so
 // a plugin that cannot tell nodes apart does not bias the choice.
 func MinMax(scores fwk.NodeScoreList) {
@@ -25,10 +25,10 @@ func MinMax(scores fwk.NodeScoreList) {
 	lo, hi := bounds(scores)
 	for i := range scores {
 		if hi == lo {
-			scores[i].Score = fwk.MaxNodeScore
+			scores[i].Score = fwk.MaxScore
 			continue
 		}
-		scores[i].Score = fwk.MinNodeScore + (scores[i].Score-lo)*(fwk.MaxNodeScore-fwk.MinNodeScore)/(hi-lo)
+		scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
 	}
 }
 
@@ -39,7 +39,7 @@ func MinMax(scores fwk.NodeScoreList) {
 func Clamp(scores fwk.NodeScoreList) {
 	for i := range scores {
 		s := scores[i].Score / Scale
-		scores[i].Score = min(max(s, fwk.MinNodeScore), fwk.MaxNodeScore)
+		scores[i].Score = min(max(s, fwk.MinScore), fwk.MaxScore)
 	}
 }
 
@@ -57,9 +57,9 @@ func FromBest(scores fwk.NodeScoreList) {
 		return
 	}
 	lo, hi := bounds(scores)
-	span := max(hi-lo, (fwk.MaxNodeScore-fwk.MinNodeScore)*Scale)
+	span := max(hi-lo, (fwk.MaxScore-fwk.MinScore)*Scale)
 	for i := range scores {
-		scores[i].Score = fwk.MaxNodeScore - (hi-scores[i].Score)*(fwk.MaxNodeScore-fwk.MinNodeScore)/span
+		scores[i].Score = fwk.MaxScore - (hi-scores[i].Score)*(fwk.MaxScore-fwk.MinScore)/span
 	}
 }
 
