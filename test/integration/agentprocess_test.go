@@ -26,7 +26,9 @@ import (
 const (
 	agentNamespace = "gputopo-system"
 	agentDaemonSet = "gputopo-nodeagent"
-	agentDriver    = "gpu.nvidia.com"
+	// agentServiceAccount is the DaemonSet pods' service account.
+	agentServiceAccount = "gputopo-nodeagent"
+	agentDriver         = "gpu.nvidia.com"
 )
 
 // agentProcess is a node agent binary running for one node, with the
@@ -44,19 +46,7 @@ type agentProcess struct {
 // mock NVML of the given shape instead of the driver's library.
 func (c *cluster) runAgentProcess(node, shape string) *agentProcess {
 	c.t.Helper()
-	pod := c.daemonSetPod(node)
-	tr, err := c.client.CoreV1().ServiceAccounts(agentNamespace).CreateToken(c.ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](3600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		c.t.Fatalf("token for the agent's pod %s: %v", pod.Name, err)
-	}
-	cfg := rest.AnonymousClientConfig(c.config)
-	cfg.BearerToken = tr.Status.Token
-
+	cfg := c.agentConfig(node)
 	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
 	if err != nil {
 		c.t.Fatal(err)
@@ -78,6 +68,32 @@ func (c *cluster) runAgentProcess(node, shape string) *agentProcess {
 		"--plugin-dir="+a.pluginDir, "--registrar-dir="+a.registrarDir, "--cdi-dir="+a.cdiDir,
 		"--health-probe-interval=200ms", "--v=4")
 	return a
+}
+
+// agentConfig is the node agent's service account as the DaemonSet's pod
+// on node has it: a token bound to that pod, so that it carries the
+// node's name, as the kubelet's projected token does. For node "" the
+// token is bound to no pod: no node in the credentials. One token per
+// node and cluster: an agent restarted on the node is the same pod's.
+func (c *cluster) agentConfig(node string) *rest.Config {
+	c.t.Helper()
+	if cfg, ok := c.agentConfigs[node]; ok {
+		return rest.CopyConfig(cfg)
+	}
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}
+	if node != "" {
+		pod := c.daemonSetPod(node)
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := c.client.CoreV1().ServiceAccounts(agentNamespace).CreateToken(c.ctx, agentServiceAccount, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("token of the node agent on %q: %v", node, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.config)
+	cfg.QPS, cfg.Burst = c.config.QPS, c.config.Burst
+	cfg.BearerToken = tr.Status.Token
+	c.agentConfigs[node] = cfg
+	return rest.CopyConfig(cfg)
 }
 
 // daemonSetPod creates the pod the DaemonSet controller would create on

@@ -27,6 +27,10 @@ var productUsers = map[string]string{
 	agentUser:     "nodeagent",
 }
 
+// probeUserAgent marks requests a test makes with a product identity to
+// show that they are refused; they are not the product's requests.
+const probeUserAgent = "gputopo-test-probe"
+
 // auditPolicy records metadata of product requests only.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -65,6 +69,7 @@ func (a *auditLog) flags() []string {
 type auditEvent struct {
 	Verb             string `json:"verb"`
 	RequestURI       string `json:"requestURI"`
+	UserAgent        string `json:"userAgent"`
 	User             struct{ Username string }
 	ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
 	ObjectRef        *struct {
@@ -118,7 +123,7 @@ func (a *auditLog) collect() {
 			continue
 		}
 		r, ok := e.request()
-		if !ok {
+		if !ok || e.UserAgent == probeUserAgent {
 			continue
 		}
 		if e.Annotations["authorization.k8s.io/decision"] == "forbid" {
@@ -171,6 +176,12 @@ var unusedAllowed = map[string]string{
 	"scheduler create tokenreviews.authentication.k8s.io":        "delegated authentication of clients of the secure port (/metrics scraped with a token); the test allows /metrics without one",
 	"scheduler create subjectaccessreviews.authorization.k8s.io": "delegated authorization of the secure port (see tokenreviews)",
 	"scheduler delete pods":                                      "preemption deletes victims (kube-scheduler's DefaultPreemption)",
+	"scheduler get resourceclaims.resource.k8s.io":               "PreBind reads a claim back after a write conflict (bindClaim), and the default profile reads DRA extended-resource claims; the suite provokes no conflict",
+	"scheduler update persistentvolumeclaims":                    "dynamic provisioning with WaitForFirstConsumer: the scheduler writes the selected node on the claim (system:volume-scheduler); the suite binds a pre-created local volume, which updates the PV",
+	"scheduler list podgroups.scheduling.k8s.io":                 "pod groups (Workload API): kube-scheduler starts these informers only with the GenericWorkload gate, off by default in 1.37; upstream's role grants them",
+	"scheduler watch podgroups.scheduling.k8s.io":                "see list podgroups",
+	"scheduler list workloads.scheduling.k8s.io":                 "see list podgroups",
+	"scheduler watch workloads.scheduling.k8s.io":                "see list podgroups",
 }
 
 // roleRules reads the ClusterRoles and Roles of a manifest.

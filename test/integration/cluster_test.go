@@ -32,6 +32,8 @@ type cluster struct {
 	config     *rest.Config
 	kubeconfig string
 	apiserver  *apiServer
+	// agentConfigs: the node agent's credentials per node (agentConfig).
+	agentConfigs map[string]*rest.Config
 }
 
 func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
@@ -77,7 +79,7 @@ func newCluster(t *testing.T, restartable bool, apiserverFlags []string) *cluste
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	client := kubernetes.NewForConfigOrDie(cfg)
-	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg), apiserver: s}
+	c := &cluster{t: t, ctx: ctx, client: client, config: cfg, kubeconfig: writeKubeconfig(t, cfg), apiserver: s, agentConfigs: map[string]*rest.Config{}}
 	// The ServiceAccount admission plugin wants every pod's account to
 	// exist; no serviceaccount controller runs here.
 	c.defaultServiceAccount("default")

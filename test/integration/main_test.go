@@ -62,12 +62,7 @@ func reportRBACCoverage() int {
 		for _, u := range unused {
 			fmt.Fprintln(os.Stderr, "  "+u)
 		}
-		// Not yet confirmed on a whole CI run: strict only on request
-		// until the list above is known to be empty (issue 11).
-		if os.Getenv("GPUTOPO_RBAC_COVERAGE_STRICT") == "1" {
-			return 1
-		}
-		return 0
+		return 1
 	}
 	fmt.Println("RBAC coverage: every grant of the scheduler's and node agent's roles was used or is explained")
 	return 0

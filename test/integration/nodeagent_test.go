@@ -12,7 +12,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
@@ -24,17 +23,20 @@ import (
 
 const agentUser = "system:serviceaccount:gputopo-system:gputopo-nodeagent"
 
-// agentClient is the node agent's service account as a pod on node sees
-// it: its bound token carries the node name.
+// agentClient is the node agent's client as the DaemonSet's pod on node
+// has it (agentConfig): a real service account token, never
+// impersonation, so that the audit log sees every request (the API server
+// applies the audit policy to the impersonating user).
 func (c *cluster) agentClient(node string) kubernetes.Interface {
-	cfg := rest.CopyConfig(c.config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: agentUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:gputopo-system", "system:authenticated"},
-	}
-	if node != "" {
-		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
-	}
+	return kubernetes.NewForConfigOrDie(c.agentConfig(node))
+}
+
+// agentProbeClient is agentClient for requests a test makes to show they
+// are refused: the audit check leaves them out (probeUserAgent), as they
+// are no request of the product's.
+func (c *cluster) agentProbeClient(node string) kubernetes.Interface {
+	cfg := c.agentConfig(node)
+	cfg.UserAgent = probeUserAgent
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
@@ -133,7 +135,7 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 			Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("pcie-pairs"),
 				Pool: resourceapi.ResourcePool{Name: "pcie-pairs", ResourceSliceCount: 1}},
 		}
-		fromDGX := c.agentClient("dgx-h100")
+		fromDGX := c.agentProbeClient("dgx-h100")
 		// The policy takes effect once the API server has loaded it.
 		c.waitFor("forged slice denied", 30*time.Second, func() (bool, error) {
 			_, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{})
@@ -164,7 +166,7 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		if _, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, reused, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "may publish only its own pool dgx-h100, not pool pcie-pairs") {
 			t.Errorf("agent of dgx-h100 publishing into the pool of pcie-pairs: %v", err)
 		}
-		if _, err := c.agentClient("").ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "no node in the request's credentials") {
+		if _, err := c.agentProbeClient("").ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "no node in the request's credentials") {
 			t.Errorf("agent without a node: %v", err)
 		}
 		// Least privilege: the agent cannot touch what it does not need.
