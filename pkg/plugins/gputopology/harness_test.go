@@ -162,25 +162,27 @@ func node(name string) *v1.Node {
 // pairSlice: GPUs in NVLink pairs (gpu-0 with gpu-2, gpu-1 with gpu-3),
 // in PCI order that interleaves the pairs.
 func pairSlice(nodeName string, gpus int) *resourceapi.ResourceSlice {
-	w := st.MakeResourceSlice(nodeName, contract.DefaultDriver)
-	for i := range gpus {
-		w.Device(fmt.Sprintf("gpu-%d", i), map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			contract.AttrType:         {StringValue: ptr.To(contract.TypeGPU)},
-			contract.AttrUUID:         {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", nodeName, i))},
-			contract.AttrNVLinkDomain: {StringValue: ptr.To(fmt.Sprintf("pair-%d", i%2))},
-		})
-	}
-	return w.Obj()
+	return gpuSlice(nodeName, gpus, func(i int) string { return fmt.Sprintf("pair-%d", i%2) })
 }
 
 // pcieSlice: GPUs with no link between them but the host.
 func pcieSlice(nodeName string, gpus int) *resourceapi.ResourceSlice {
+	return gpuSlice(nodeName, gpus, func(int) string { return "" })
+}
+
+// gpuSlice publishes gpus GPUs on nodeName, GPU i in NVLink domain
+// domain(i) (none when empty).
+func gpuSlice(nodeName string, gpus int, domain func(i int) string) *resourceapi.ResourceSlice {
 	w := st.MakeResourceSlice(nodeName, contract.DefaultDriver)
 	for i := range gpus {
-		w.Device(fmt.Sprintf("gpu-%d", i), map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			contract.AttrType: {StringValue: ptr.To(contract.TypeGPU)},
 			contract.AttrUUID: {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", nodeName, i))},
-		})
+		}
+		if d := domain(i); d != "" {
+			attrs[contract.AttrNVLinkDomain] = resourceapi.DeviceAttribute{StringValue: ptr.To(d)}
+		}
+		w.Device(fmt.Sprintf("gpu-%d", i), attrs)
 	}
 	return w.Obj()
 }
