@@ -51,13 +51,21 @@ type simNode struct {
 // manifests' RBAC and admission policy applying to it.
 func (c *cluster) startAgent(n simNode) (*agent.Agent, *mocknvml.Server) {
 	c.t.Helper()
-	lib, err := mocknvml.NewWith(n.shape, mocknvml.Options{Name: n.name, Rack: n.rack, MIG: n.mode == config.MIG})
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	lib := mockGPUs(c.t, n)
 	a := c.startAgentOn(n, lib, c.t.TempDir())
 	c.t.Cleanup(a.Stop)
 	return a, lib
+}
+
+// mockGPUs are mock GPUs of the node's shape (the same UUIDs for the same
+// node name), in MIG mode when the node's mode is MIG.
+func mockGPUs(t *testing.T, n simNode) *mocknvml.Server {
+	t.Helper()
+	lib, err := mocknvml.NewWith(n.shape, mocknvml.Options{Name: n.name, Rack: n.rack, MIG: n.mode == config.MIG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
 }
 
 // startAgentOn runs the agent on given GPUs with its state (checkpoint,
@@ -297,4 +305,47 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 	})
 	c.waitScheduled(ns, "h2")
 	c.checkNoDoubleBooking()
+}
+
+// An operator switches a node's GPUs from MIG to whole GPUs (MIG mode
+// off, the agent's mode changed) and restarts the agent: the pool shrinks
+// to one device per GPU in one slice, the agent deleting the slices it no
+// longer needs, under its own service account and admission policy.
+func TestNodeAgentModeChangeShrinksPool(t *testing.T) {
+	c := startCluster(t)
+	c.apply("../../manifests/nodeagent", "")
+	const node = "a100"
+	c.node(node, nil)
+	pool := func() (slices, devices int) {
+		list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list.Items {
+			if ptr.Deref(s.Spec.NodeName, "") == node {
+				slices++
+				devices += len(s.Spec.Devices)
+			}
+		}
+		return slices, devices
+	}
+	dir := t.TempDir()
+	migNode := simNode{node, mocknvml.DGXA100, config.MIG, ""}
+	mig := c.startAgentOn(migNode, mockGPUs(t, migNode), dir)
+	var before int
+	c.waitFor("MIG pool published", 30*time.Second, func() (bool, error) {
+		slices, devices := pool()
+		before = slices
+		return slices > 1 && devices > 8, nil
+	})
+	mig.Stop()
+
+	wholeNode := simNode{node, mocknvml.DGXA100, config.Whole, ""}
+	whole := c.startAgentOn(wholeNode, mockGPUs(t, wholeNode), dir)
+	t.Cleanup(whole.Stop)
+	c.waitFor("pool of 8 whole GPUs in one slice", 30*time.Second, func() (bool, error) {
+		slices, devices := pool()
+		return slices == 1 && devices == 8, nil
+	})
+	t.Logf("pool of %s: %d slices in MIG mode, 1 with whole GPUs", node, before)
 }
