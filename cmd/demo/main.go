@@ -46,7 +46,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.cluster, "cluster", "", "fleet file (docs/demo.md); default: the built-in fleet")
 	fs.StringVar(&f.workload, "workload", "", "workload file (docs/demo.md); default: the built-in workload")
 	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
-	fs.StringVar(&f.openbDir, "openb-dir", "", "directory of the openb trace (default: ../shared/traces/openb or shared/traces/openb)")
+	fs.StringVar(&f.openbDir, "openb-dir", "", "directory of openb trace files (default: the copy shipped with gputopo)")
 	fs.Uint64Var(&f.seed, "seed", 1, "openb: seed of the inflation and order")
 	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
 	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,16 +24,13 @@ import (
 // unallocated GPU % is read at arrived = 100%.
 func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	dir, err := openbDir(f.openbDir)
-	if err != nil {
-		return report.Report{}, err
-	}
-	all, err := openb.LoadNodes(dir)
+	trace := openbTrace(f.openbDir)
+	all, err := openb.LoadNodes(trace)
 	if err != nil {
 		return report.Report{}, err
 	}
 	nodes := openb.SampleNodes(all, f.nodes)
-	pods, err := openb.LoadPods(dir, f.trace)
+	pods, err := openb.LoadPods(trace, f.trace)
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -117,16 +115,13 @@ func addOpenBResults(ctx context.Context, client kubernetes.Interface, rep *repo
 	return nil
 }
 
-func openbDir(flagDir string) (string, error) {
+// openbTrace is the trace shipped with gputopo, or a folder of the
+// original (or gzip-compressed) files given with --openb-dir.
+func openbTrace(flagDir string) fs.FS {
 	if flagDir != "" {
-		return flagDir, nil
+		return os.DirFS(flagDir)
 	}
-	for _, d := range []string{"../shared/traces/openb", "shared/traces/openb", "../../shared/traces/openb"} {
-		if _, err := os.Stat(filepath.Join(d, openb.NodeFile)); err == nil {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("openb trace not found; pass --openb-dir (the folder with %s)", openb.NodeFile)
+	return openb.Embedded()
 }
 
 // writePlacements writes every pod's request and outcome per scheduler,

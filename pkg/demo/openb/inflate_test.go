@@ -65,7 +65,7 @@ func TestInflateCopiesSpec(t *testing.T) {
 }
 
 func TestInflateRealTrace(t *testing.T) {
-	dir := traceDir(t)
+	dir := traceFS(t)
 	nodes, err := LoadNodes(dir)
 	if err != nil {
 		t.Fatal(err)

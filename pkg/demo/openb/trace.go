@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"strconv"
 	"strings"
 )
@@ -54,35 +53,37 @@ const NodeFile = "openb_node_list_gpu_node.csv"
 // PodFile names a trace's pod list: "default" -> openb_pod_list_default.csv.
 func PodFile(trace string) string { return "openb_pod_list_" + trace + ".csv" }
 
-// LoadNodes reads dir/openb_node_list_gpu_node.csv.
-func LoadNodes(dir string) ([]Node, error) {
-	f, err := os.Open(filepath.Join(dir, NodeFile))
+// LoadNodes reads the GPU node list (NodeFile, or NodeFile.gz) from
+// trace: Embedded(), or os.DirFS of a folder with the original files.
+func LoadNodes(trace fs.FS) ([]Node, error) {
+	f, err := openFile(trace, NodeFile)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	nodes, err := ReadNodes(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		return nil, fmt.Errorf("%s: %w", NodeFile, err)
 	}
 	return nodes, nil
 }
 
-// LoadPods reads the pod list of one trace ("default", "gpushare40", ...)
-// from dir.
-func LoadPods(dir, trace string) ([]Pod, error) {
-	// The name becomes part of a path: refuse anything that could leave dir.
-	if trace == "" || strings.ContainsAny(trace, `/\`) || strings.Contains(trace, "..") {
-		return nil, fmt.Errorf("openb: invalid trace name %q", trace)
+// LoadPods reads the pod list of one trace variant ("default",
+// "gpushare40", ...) from trace, as LoadNodes reads the node list.
+func LoadPods(trace fs.FS, variant string) ([]Pod, error) {
+	// The name becomes part of a path: refuse anything that could leave
+	// the folder.
+	if variant == "" || strings.ContainsAny(variant, `/\`) || strings.Contains(variant, "..") {
+		return nil, fmt.Errorf("openb: invalid trace name %q", variant)
 	}
-	f, err := os.Open(filepath.Join(dir, PodFile(trace)))
+	f, err := openFile(trace, PodFile(variant))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	pods, err := ReadPods(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		return nil, fmt.Errorf("%s: %w", PodFile(variant), err)
 	}
 	return pods, nil
 }

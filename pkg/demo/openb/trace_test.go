@@ -2,13 +2,14 @@ package openb
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 )
 
 func TestLoadRealTrace(t *testing.T) {
-	dir := traceDir(t)
+	dir := traceFS(t)
 	nodes, err := LoadNodes(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestReadErrorsNameLineAndColumn(t *testing.T) {
 }
 
 func TestLoadPodsRejectsPathsAndNamesFile(t *testing.T) {
-	dir := t.TempDir()
+	dir := os.DirFS(t.TempDir())
 	for _, trace := range []string{"", "../default", "a/b", `a\b`} {
 		if _, err := LoadPods(dir, trace); err == nil || !strings.Contains(err.Error(), "invalid trace name") {
 			t.Errorf("LoadPods(%q) error = %v, want invalid trace name", trace, err)
