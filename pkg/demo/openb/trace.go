@@ -60,7 +60,7 @@ func LoadNodes(trace fs.FS) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: the read's error is the one that counts
 	nodes, err := ReadNodes(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", NodeFile, err)
@@ -80,7 +80,7 @@ func LoadPods(trace fs.FS, variant string) ([]Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only, as in LoadNodes
 	pods, err := ReadPods(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PodFile(variant), err)
