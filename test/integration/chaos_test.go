@@ -225,10 +225,7 @@ type simKubelet struct {
 }
 
 func (k *simKubelet) start(n simNode) {
-	lib, err := mocknvml.NewWith(n.shape, mocknvml.Options{Name: n.name, MIG: n.mode == config.MIG})
-	if err != nil {
-		k.c.t.Fatal(err)
-	}
+	lib := mockGPUs(k.c.t, n)
 	dir := k.c.t.TempDir()
 	a := k.c.startAgentOn(n, lib, dir)
 	k.mu.Lock()

@@ -13,8 +13,8 @@ import (
 // the in-tree DynamicResources plugin refuses pods with claims: their
 // devices are not a function of the pod's spec alone.
 func (pl *GPUTopology) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with DRA resource claims are not signable")
+	if st := refuseClaims(pod); st != nil {
+		return nil, st
 	}
 	if len(pl.draExtendedResources(pod)) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with DRA extended resources are not signable")
@@ -26,8 +26,13 @@ func (pl *GPUTopology) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragme
 // pods without claims) and refuses pods with claims the same way: it
 // scores only nodes where GPUTopology allocated.
 func (s *QualityScorer) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, refuseClaims(pod)
+}
+
+// refuseClaims is the refusal of pods with claims, nil for others.
+func refuseClaims(pod *v1.Pod) *fwk.Status {
 	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with DRA resource claims are not signable")
+		return fwk.NewStatus(fwk.Unschedulable, "pods with DRA resource claims are not signable")
 	}
-	return nil, nil
+	return nil
 }
