@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -30,10 +32,11 @@ func main() {
 
 type flags struct {
 	scenario, cluster, workload, trace, out, kubeconfig, openbDir string
-	cpuProfile                                                    string
+	cpuProfile, schedulerConfig                                   string
 	seed                                                          uint64
 	until                                                         float64
-	nodes                                                         int
+	nodes, seeds, parallel                                        int
+	traces                                                        []string
 	quiet                                                         bool
 }
 
@@ -50,6 +53,10 @@ func parse(args []string) (flags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "openb: seed of the inflation and order")
 	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
 	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
+	traces := fs.String("traces", strings.Join(openb.PublishedTraces, ","), "openb-table: the traces to replay, comma-separated")
+	fs.IntVar(&f.seeds, "seeds", 10, "openb-table: replay seeds 1..N of every trace")
+	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "openb-table: replays at once")
+	fs.StringVar(&f.schedulerConfig, "scheduler-config", "", "openb-table: a KubeSchedulerConfiguration file to replay instead of the shipped one (profiles default-scheduler and gputopo-scheduler)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (control plane included) to this file")
 	fs.StringVar(&f.out, "out", "_output/demo", "directory for report.html and summary.txt")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "replay on a real cluster instead (its nodes, its schedulers: default-scheduler and gputopo-scheduler, one after the other)")
@@ -66,9 +73,16 @@ func parse(args []string) (flags, error) {
 		_ = klogFlags.Set("stderrthreshold", "FATAL")
 	}
 	switch f.scenario {
-	case "default", "openb":
+	case "default", "openb", "openb-table":
 	default:
-		return f, fmt.Errorf("--scenario=%q: want default or openb", f.scenario)
+		return f, fmt.Errorf("--scenario=%q: want default, openb or openb-table", f.scenario)
+	}
+	f.traces = strings.Split(*traces, ",")
+	if f.seeds < 1 {
+		return f, fmt.Errorf("--seeds=%d: want at least 1", f.seeds)
+	}
+	if f.parallel < 1 {
+		return f, fmt.Errorf("--parallel=%d: want at least 1", f.parallel)
 	}
 	if f.nodes < 0 {
 		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)

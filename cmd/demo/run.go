@@ -3,24 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gputopo/gputopo/manifests"
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
@@ -64,6 +59,8 @@ func run(ctx context.Context, args []string) error {
 	switch {
 	case f.kubeconfig != "":
 		rep, err = onCluster(ctx, f)
+	case f.scenario == "openb-table":
+		rep, err = tableScenario(ctx, f)
 	case f.scenario == "openb":
 		rep, err = openbScenario(ctx, f)
 	default:
@@ -129,31 +126,12 @@ func startControlPlane(ctx context.Context, say func(string)) (*controlplane.Con
 		os.RemoveAll(dir)
 		return nil, "", err
 	}
-	if err := createDeviceClasses(ctx, cp.Client); err != nil {
+	if err := fleet.CreateDeviceClasses(ctx, cp.Client); err != nil {
 		cp.Stop()
 		os.RemoveAll(dir)
 		return nil, "", err
 	}
 	return cp, dir, nil
-}
-
-func createDeviceClasses(ctx context.Context, client kubernetes.Interface) error {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests.DeviceClasses), 4096)
-	for {
-		var dc resourceapi.DeviceClass
-		if err := dec.Decode(&dc); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("device classes: %w", err)
-		}
-		if dc.Name == "" {
-			continue
-		}
-		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("device class %s: %w", dc.Name, err)
-		}
-	}
 }
 
 // workload is --workload's file, or the built-in workload.

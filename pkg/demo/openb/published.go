@@ -4,6 +4,10 @@ package openb
 // order (best first on the default trace).
 var PublishedPolicies = []string{"FGD", "BestFit", "GpuPacking", "GpuClustering", "DotProd", "Random"}
 
+// PublishedTraces are the traces with published figures, in the
+// README's row order.
+var PublishedTraces = []string{"default", "gpushare40", "gpushare80", "gpushare100", "multigpu50", "gpuspec33", "cpu250"}
+
 // Published holds the published unallocated GPU % at arrived = 100% (lower
 // is better; mean over 10 seeds), trace -> policy -> value, from the
 // artifact's experiments/analysis/expected_results/analysis_allo_discrete.csv

@@ -26,6 +26,14 @@ func TestPublished(t *testing.T) {
 			t.Errorf("Published[%q][%q] = %v, %v; want %v", tc.trace, tc.policy, got, ok, tc.want)
 		}
 	}
+	if len(PublishedTraces) != len(Published) {
+		t.Errorf("PublishedTraces has %d traces, Published %d", len(PublishedTraces), len(Published))
+	}
+	for _, trace := range PublishedTraces {
+		if _, ok := Published[trace]; !ok {
+			t.Errorf("PublishedTraces names %s, which has no figures", trace)
+		}
+	}
 	for trace, row := range Published {
 		if len(row) != len(PublishedPolicies) {
 			t.Errorf("%s has %d policies, want %d", trace, len(row), len(PublishedPolicies))

@@ -42,21 +42,17 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 	var arrivedMilli int64 // GPU the pods created so far ask for
 	for k, p := range pods {
 		arrivedMilli += p.GPUMilliRequest()
-		tmpl := ""
-		if p.NumGPU > 0 {
-			percent := p.GPUMilliRequest() / int64(p.NumGPU) / 10
-			tmpl = fmt.Sprintf("openb-%dx%d", p.NumGPU, percent)
-			if !templates[tmpl] {
-				for _, t := range targets {
-					if err := openbTemplate(ctx, client, t.Namespace(), tmpl, int64(p.NumGPU), percent); err != nil {
-						return nil, err
-					}
+		tmpl, count, percent := OpenBTemplateName(p)
+		if tmpl != "" && !templates[tmpl] {
+			for _, t := range targets {
+				if err := openbTemplate(ctx, client, t.Namespace(), tmpl, count, percent); err != nil {
+					return nil, err
 				}
-				templates[tmpl] = true
 			}
+			templates[tmpl] = true
 		}
 		for i, t := range targets {
-			pod := openbPod(t, k, p, tmpl, nodeLabel, modelLabel)
+			pod := OpenBPod(t, k, p, tmpl, nodeLabel, modelLabel)
 			if _, err := client.CoreV1().Pods(t.Namespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				return nil, fmt.Errorf("create %s: %w", pod.Name, err)
 			}
@@ -128,12 +124,7 @@ func waitBelow(ctx context.Context, client kubernetes.Interface, ns string, n in
 func openbTemplate(ctx context.Context, client kubernetes.Interface, ns, name string, count, percent int64) error {
 	ct := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: contract.ClassSharedGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
-				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
-					contract.CapacityCompute: *resource.NewQuantity(percent, resource.DecimalSI)}},
-			}}}}}},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: OpenBClaimSpec(count, percent)},
 	}
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, ct, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("claim template %s: %w", name, err)
@@ -141,7 +132,31 @@ func openbTemplate(ctx context.Context, client kubernetes.Interface, ns, name st
 	return nil
 }
 
-func openbPod(t Target, k int, p openb.Pod, tmpl, nodeLabel, modelLabel string) *v1.Pod {
+// OpenBTemplateName names the claim template of a pod's GPU request
+// ("" for a pod without GPUs) and returns its spec's count and percent.
+func OpenBTemplateName(p openb.Pod) (name string, count, percent int64) {
+	if p.NumGPU == 0 {
+		return "", 0, 0
+	}
+	percent = p.GPUMilliRequest() / int64(p.NumGPU) / 10
+	return fmt.Sprintf("openb-%dx%d", p.NumGPU, percent), int64(p.NumGPU), percent
+}
+
+// OpenBClaimSpec asks for count shared GPUs with percent of each one's
+// compute (100: the whole GPU).
+func OpenBClaimSpec(count, percent int64) resourceapi.ResourceClaimSpec {
+	return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+		Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+			DeviceClassName: contract.ClassSharedGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+				contract.CapacityCompute: *resource.NewQuantity(percent, resource.DecimalSI)}},
+		}}}}}
+}
+
+// OpenBPod is the k-th pod of the replay for target t: its CPU and memory,
+// its GPU request through claim template tmpl ("" for none), the GPU
+// models it accepts as node affinity on modelLabel.
+func OpenBPod(t Target, k int, p openb.Pod, tmpl, nodeLabel, modelLabel string) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: fmt.Sprintf("p%05d", k), Labels: map[string]string{"gputopo.io/seq": strconv.Itoa(k)}},
 		Spec: v1.PodSpec{

@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/controlplane"
+	"github.com/gputopo/gputopo/pkg/demo/fleet"
+	"github.com/gputopo/gputopo/pkg/demo/openb"
+	"github.com/gputopo/gputopo/pkg/demo/replay"
+)
+
+var targets = []replay.Target{
+	{Name: "gputopo", Copy: "gputopo", SchedulerName: "gputopo-scheduler"},
+	{Name: "in-tree", Copy: "intree", SchedulerName: "default-scheduler"},
+}
+
+func sample(t *testing.T, nodes int, seed uint64) ([]openb.Node, []openb.Pod) {
+	t.Helper()
+	all, err := openb.LoadNodes(openb.Embedded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetNodes := openb.SampleNodes(all, nodes)
+	pods, err := openb.LoadPods(openb.Embedded(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := openb.CapacityMilli(fleetNodes)
+	return fleetNodes, openb.ArrivalsUntil(openb.Inflate(pods, fleetNodes, openb.DefaultInflation, seed), capacity, 100)
+}
+
+// The in-process replay decides every pod once and leaves a valid
+// cluster: no node's CPU or memory and no GPU's compute overcommitted,
+// every bound GPU pod's claim allocated on its node.
+func TestRunOpenBLeavesAValidCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg, err := ShippedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, arrivals := sample(t, 40, 1)
+	for _, target := range targets {
+		var client *Client
+		out, err := runOpenB(ctx, cfg, target, nodes, arrivals, func(c *Client) { client = c })
+		if err != nil {
+			t.Fatalf("%s: %v", target.Name, err)
+		}
+		if got := out.Tracker.PodsPlaced() + out.Tracker.PodsRejected(); got != len(arrivals) {
+			t.Errorf("%s: %d decisions for %d pods", target.Name, got, len(arrivals))
+		}
+		if out.Tracker.PodsPlaced() < len(arrivals)*8/10 {
+			t.Errorf("%s: only %d of %d pods placed", target.Name, out.Tracker.PodsPlaced(), len(arrivals))
+		}
+		at, _ := out.Tracker.At(100)
+		t.Logf("%s: %d of %d pods placed, unallocated at 100%%: %.2f%%, %s", target.Name, out.Tracker.PodsPlaced(), len(arrivals), at, out.Duration)
+		checkValid(ctx, t, client, target.Namespace())
+	}
+}
+
+func checkValid(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string) {
+	t.Helper()
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, mem := map[string]int64{}, map[string]int64{}
+	podNode := map[string]string{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			t.Errorf("pod %s left in the API without a node: rejected pods are deleted", p.Name)
+			continue
+		}
+		podNode[p.Name] = p.Spec.NodeName
+		c := p.Spec.Containers[0].Resources.Requests
+		cpu[p.Spec.NodeName] += c.Cpu().MilliValue()
+		mem[p.Spec.NodeName] += c.Memory().Value()
+	}
+	for _, n := range nodes.Items {
+		if a := n.Status.Allocatable; cpu[n.Name] > a.Cpu().MilliValue() || mem[n.Name] > a.Memory().Value() {
+			t.Errorf("node %s overcommitted: %dm CPU, %d bytes asked of %s, %s", n.Name, cpu[n.Name], mem[n.Name], a.Cpu(), a.Memory())
+		}
+	}
+	compute := map[string]int64{}
+	for _, c := range claims.Items {
+		owner := c.OwnerReferences[0].Name
+		if c.Status.Allocation == nil {
+			t.Errorf("claim %s of bound pod %s not allocated", c.Name, owner)
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Pool != podNode[owner] {
+				t.Errorf("claim %s: device %s/%s, but pod %s runs on %s", c.Name, r.Pool, r.Device, owner, podNode[owner])
+			}
+			q := r.ConsumedCapacity[contract.CapacityCompute]
+			compute[r.Pool+"/"+r.Device] += q.Value()
+		}
+	}
+	for dev, used := range compute {
+		if used > 100 {
+			t.Errorf("GPU %s: %d%% of its compute allocated", dev, used)
+		}
+	}
+}
+
+// The in-process replay and the API-server replay of the same pods on the
+// same nodes give the same figure within the API path's noise: the API
+// path is asynchronous (pods are created up to 200 ahead of decisions,
+// rejected pods are retried when others bind), so placements differ pod
+// by pod, and on 60 nodes its figure moves by about a point between runs.
+func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	nodes, arrivals := sample(t, 60, 2)
+	dir := t.TempDir()
+	cp, err := controlplane.Start(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	if err := fleet.CreateDeviceClasses(ctx, cp.Client); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.StartOpenB(ctx, cp.Client, nodes, []string{"gputopo", "intree"}); err != nil {
+		t.Fatal(err)
+	}
+	api, err := replay.RunOpenB(ctx, cp.Client, arrivals, openb.CapacityMilli(nodes), targets, fleet.CopyLabel, fleet.ModelLabel, 200, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ShippedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, target := range targets {
+		fast, err := RunOpenB(ctx, cfg, target, nodes, arrivals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := api[i].Tracker.At(100)
+		f, _ := fast.Tracker.At(100)
+		t.Logf("%s: unallocated at 100%%: API server %.2f%% (%s), in-process %.2f%% (%s)", target.Name, a, api[i].Duration, f, fast.Duration)
+		if math.Abs(a-f) > 2 {
+			t.Errorf("%s: API server replay %.2f%%, in-process %.2f%%: more than 2 points apart", target.Name, a, f)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/gputopo/gputopo/pkg/demo/openb"
+	"github.com/gputopo/gputopo/pkg/demo/replay"
+)
+
+// Run is one replay of the table: a trace, a seed, a target.
+type Run struct {
+	Trace  string
+	Seed   uint64
+	Target string
+	// Unallocated is the unallocated GPU % at 100% arrived.
+	Unallocated   float64
+	Placed, Pods  int
+	Duration      time.Duration
+	PodsPerSecond float64
+}
+
+// TableSpec says what to replay.
+type TableSpec struct {
+	Trace    fs.FS // the openb files (openb.Embedded())
+	Traces   []string
+	Seeds    []uint64
+	Nodes    int // 0: all of the trace's GPU nodes
+	Targets  []replay.Target
+	Parallel int // replays at once (one scheduler each)
+	// Progress, when set, is told about every finished replay.
+	Progress func(Run)
+}
+
+// RunTable replays every trace with every seed through every target,
+// the published methodology (Inflate to 1.3x, submit until 100% of the
+// GPU capacity is asked for, none deleted), and returns the runs in
+// trace, seed, target order.
+func RunTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, spec TableSpec) ([]Run, error) {
+	all, err := openb.LoadNodes(spec.Trace)
+	if err != nil {
+		return nil, err
+	}
+	nodes := openb.SampleNodes(all, spec.Nodes)
+	capacity := openb.CapacityMilli(nodes)
+	type job struct {
+		trace  string
+		seed   uint64
+		target replay.Target
+		pods   []openb.Pod
+	}
+	var jobs []job
+	for _, trace := range spec.Traces {
+		pods, err := openb.LoadPods(spec.Trace, trace)
+		if err != nil {
+			return nil, err
+		}
+		for _, seed := range spec.Seeds {
+			arrivals := openb.ArrivalsUntil(openb.Inflate(pods, nodes, openb.DefaultInflation, seed), capacity, 100)
+			for _, t := range spec.Targets {
+				jobs = append(jobs, job{trace, seed, t, arrivals})
+			}
+		}
+	}
+	runs := make([]Run, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, spec.Parallel) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				out, err := RunOpenB(ctx, cfg, j.target, nodes, j.pods)
+				if err != nil {
+					errs[i] = fmt.Errorf("trace %s, seed %d, %s: %w", j.trace, j.seed, j.target.Name, err)
+					continue
+				}
+				at, _ := out.Tracker.At(100)
+				runs[i] = Run{Trace: j.trace, Seed: j.seed, Target: j.target.Name, Unallocated: at,
+					Placed: out.Tracker.PodsPlaced(), Pods: len(j.pods), Duration: out.Duration,
+					PodsPerSecond: float64(len(j.pods)) / out.Duration.Seconds()}
+				if spec.Progress != nil {
+					spec.Progress(runs[i])
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return runs, err
+		}
+	}
+	return runs, ctx.Err()
+}
+
+// Summary is a trace's mean and spread over seeds, per target.
+type Summary struct {
+	Trace, Target string
+	Mean, Std     float64
+	Min, Max      float64
+	Seeds         int
+	PodsPerSecond float64
+}
+
+// Summarize groups runs by trace and target, in first-seen order.
+func Summarize(runs []Run) []Summary {
+	type key struct{ trace, target string }
+	var order []key
+	byKey := map[key][]Run{}
+	for _, r := range runs {
+		k := key{r.Trace, r.Target}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	out := make([]Summary, 0, len(order))
+	for _, k := range order {
+		rs := byKey[k]
+		s := Summary{Trace: k.trace, Target: k.target, Seeds: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
+		for _, r := range rs {
+			s.Mean += r.Unallocated / float64(len(rs))
+			s.PodsPerSecond += r.PodsPerSecond / float64(len(rs))
+			s.Min, s.Max = math.Min(s.Min, r.Unallocated), math.Max(s.Max, r.Unallocated)
+		}
+		for _, r := range rs {
+			d := r.Unallocated - s.Mean
+			s.Std += d * d / float64(len(rs))
+		}
+		s.Std = math.Sqrt(s.Std)
+		out = append(out, s)
+	}
+	return out
+}
+
+// WriteMarkdown writes one row per trace: each target's mean ± standard
+// deviation over the seeds, then the published figures.
+func WriteMarkdown(w io.Writer, sums []Summary, targets []string) error {
+	var traces []string
+	cell := map[[2]string]Summary{}
+	for _, s := range sums {
+		if _, ok := cell[[2]string{s.Trace, ""}]; !ok {
+			traces = append(traces, s.Trace)
+			cell[[2]string{s.Trace, ""}] = s
+		}
+		cell[[2]string{s.Trace, s.Target}] = s
+	}
+	head := append([]string{"trace"}, targets...)
+	for _, p := range openb.PublishedPolicies {
+		head = append(head, p+" (published)")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, tr := range traces {
+		row := []string{tr}
+		for _, t := range targets {
+			s, ok := cell[[2]string{tr, t}]
+			if !ok {
+				row = append(row, "")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%.2f ± %.2f", s.Mean, s.Std))
+		}
+		for _, p := range openb.PublishedPolicies {
+			if v, ok := openb.Published[tr][p]; ok {
+				row = append(row, fmt.Sprintf("%.2f", v))
+			} else {
+				row = append(row, "")
+			}
+		}
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
