@@ -77,6 +77,8 @@ type Session struct {
 	reqs    []*req
 	err     error
 	legacy  bool // see legacyFeatures
+	// workload replaces the policy's for Packing when set.
+	workload topology.Workload
 
 	// shared marks devices that hold at least one shared (consumable
 	// capacity) allocation in the ledger.
@@ -84,6 +86,16 @@ type Session struct {
 
 	mu       sync.Mutex
 	counters map[*pool]*poolCounters
+}
+
+// WithWorkload makes Packing measure fragmentation against w (a valid,
+// non-empty workload, such as a topology.Learner's) instead of the
+// policy's; call it before Allocate.
+func (s *Session) WithWorkload(w topology.Workload) *Session {
+	if len(w) > 0 {
+		s.workload = w
+	}
+	return s
 }
 
 // NewSession prepares the allocation of claims, which must all still need

@@ -356,3 +356,40 @@ func TestQualityStrandedByHost(t *testing.T) {
 		})
 	}
 }
+
+// TestQualityRequestClass: the allocation says what it took, for the
+// plugin's workload learner; a session without claims measures the
+// node with the pod's CPU only, and WithWorkload replaces the policy's
+// workload for the measure.
+func TestQualityRequestClass(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+	_, ctx := ktesting.NewTestContext(t)
+	f := DefaultFeatures()
+	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := topology.Host{CPUMilli: 8000, MemoryMiB: 16384}
+	host := &HostUse{Free: topology.Host{CPUMilli: 10000, MemoryMiB: 262144}, Pod: pod}
+	res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Quality.Request, (topology.TaskClass{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 8000, MemoryMiB: 16384}); got != want {
+		t.Errorf("request %+v, want %+v (40Gi of an 80Gi GPU)", got, want)
+	}
+
+	w := topology.Workload{{GPUs: 1, Share: 1, Weight: 1, CPUMilli: 4000}}
+	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), nil).WithWorkload(w).Allocate(ctx, node("node-sh"), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Quality
+	if len(res.Allocations) != 0 || q.Request.GPUs != 0 {
+		t.Errorf("no claims: allocations %v, request %+v; want none", res.Allocations, q.Request)
+	}
+	// 10 cores before: both free GPUs usable by the class; 2 after: stranded.
+	if q.FragmentationBefore != 0 || q.Fragmentation != 2 {
+		t.Errorf("fragmentation %.3f -> %.3f, want 0 -> 2 (the pod takes the CPU the class needs)", q.FragmentationBefore, q.Fragmentation)
+	}
+}

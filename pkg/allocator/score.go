@@ -28,6 +28,10 @@ type Quality struct {
 	MIGPlaceable, MIGPlaceableBefore float64
 	// Fragmentation of shared devices, in GPUs (topology.Fragmentation).
 	Fragmentation, FragmentationBefore float64
+	// Request is what the allocation takes, as a workload class: its
+	// devices, the share of a single shared device, the pod's CPU and
+	// memory (when the node's were given). GPUs is 0 for no devices.
+	Request topology.TaskClass
 	// Explored counts the complete solutions compared.
 	Explored int
 	// Fallbacks sums, over firstAvailable requests, the index of the
@@ -126,6 +130,7 @@ func (r *run) evaluate() Quality {
 	after := r.measure(true)
 	q.Intactness, q.MIGPlaceable, q.Fragmentation = after.Intactness, after.MIGPlaceable, after.Fragmentation
 	q.WholeGPUs = after.WholeGPUs
+	q.Request = r.requestClass()
 
 	cost := 0
 	for c := range r.picks {
@@ -149,6 +154,34 @@ func (r *run) evaluate() Quality {
 		q.Score -= p.Weight * (q.Fragmentation - q.FragmentationBefore)
 	}
 	return q
+}
+
+// requestClass describes the current picks as a workload class: a single
+// shared device counts with the share it loses, anything else as whole
+// devices.
+func (r *run) requestClass() topology.TaskClass {
+	c := topology.TaskClass{Share: 1, Weight: 1}
+	var only int
+	for _, picks := range r.picks {
+		for _, pk := range picks {
+			c.GPUs++
+			only = pk.dev
+		}
+	}
+	if c.GPUs == 1 {
+		for i, d := range r.view.roles().shared {
+			if d == only {
+				if taken := r.freeShare(i, d, false) - r.freeShare(i, d, true); taken > 0 && taken < 1 {
+					c.Share = taken
+				}
+				break
+			}
+		}
+	}
+	if r.host != nil {
+		c.CPUMilli, c.MemoryMiB = r.host.Pod.CPUMilli, r.host.Pod.MemoryMiB
+	}
+	return c
 }
 
 // worstPair is topology.WorstPair over the picks that publish topology,

@@ -94,6 +94,9 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 		num:       make([]int, len(s.reqs)),
 		curSub:    make([][]int, len(s.plans)),
 	}
+	if s.workload != nil {
+		r.pol.Workload = s.workload
+	}
 	for i, p := range view.pools {
 		if len(p.counterTotal) > 0 {
 			r.used[i] = make([]int64, len(p.counterTotal))

@@ -57,7 +57,7 @@ func TestPreFilter(t *testing.T) {
 		msg         string
 		wantSession bool
 	}{
-		{name: "no claims: skip", pod: podWithClaims("p"), code: fwk.Skip},
+		{name: "no claims: a session that only measures fragmentation", pod: podWithClaims("p"), code: fwk.Success, wantSession: true},
 		{name: "claim to allocate", pod: podWithClaims("p", "c"), code: fwk.Success, wantSession: true},
 		{name: "allocated claim: nothing to allocate", pod: podWithClaims("p", "allocated"), code: fwk.Success},
 		{name: "missing class", pod: podWithClaims("p", "other-class"), code: fwk.UnschedulableAndUnresolvable, msg: "device class nonexistent.example.com does not exist"},
@@ -257,17 +257,28 @@ func TestPreBind(t *testing.T) {
 	}
 }
 
-// PreBindPreFlight skips pods without claims (their state is empty).
-func TestPreBindPreFlightSkipsPodsWithoutClaims(t *testing.T) {
-	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}})
+// A pod without claims is measured on every node (its CPU may strand
+// GPUs) but never refused, never reserves anything and skips PreBind.
+func TestPodsWithoutClaims(t *testing.T) {
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}, classes: []*resourceapi.DeviceClass{gpuClass},
+		slices: []*resourceapi.ResourceSlice{pairSlice("node-a", 4)}})
 	pod := podWithClaims("p")
-	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); status.Code() != fwk.Skip {
-		t.Fatalf("PreFilter: %v, want Skip", status)
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v, want Success", status)
+	}
+	if s, err := getState(env.state); err != nil || !s.measureOnly {
+		t.Fatalf("state %+v, %v: want a measuring session", s, err)
+	}
+	if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["node-a"]); !status.IsSuccess() {
+		t.Errorf("Filter: %v, want Success", status)
+	}
+	if _, ok := NodeQuality(env.state, "node-a"); !ok {
+		t.Error("no fragmentation measured on node-a")
 	}
 	_, status := env.pl.PreBindPreFlight(env.tCtx, env.state, pod, "node-a")
 	wantStatus(t, "PreBindPreFlight", status, fwk.Skip, "")
-	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-a"); !status.IsSuccess() {
-		t.Errorf("Reserve of a pod without claims: %v", status)
+	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-b"); !status.IsSuccess() {
+		t.Errorf("Reserve of a pod without claims on a node Filter did not see: %v", status)
 	}
 }
 

@@ -27,8 +27,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
 	if len(pod.Spec.ResourceClaims) == 0 && len(extended) == 0 {
-		cs.Write(stateKey, &stateData{})
-		return nil, fwk.NewStatus(fwk.Skip)
+		return pl.preFilterWithoutDevices(ctx, cs, pod)
 	}
 	claims, err := pl.podClaims(pod)
 	if err != nil {
@@ -83,11 +82,43 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	s.session = pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, toAllocate)
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	s.podHost = topology.Host{CPUMilli: req.Cpu().MilliValue(), MemoryMiB: req.Memory().Value() >> 20}
+	s.session = pl.newSession(inv, state, toAllocate)
+	s.podHost = podHost(pod)
 	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
 	return nil, nil
+}
+
+// preFilterWithoutDevices prepares a pod that asks for no devices. With
+// packing on, its CPU and memory still decide which GPUs stay usable (a
+// node whose last cores go to a CPU-only pod strands its free GPUs), so
+// Filter measures every node's fragmentation with and without the pod
+// through a session without claims; the pod is never refused for it.
+func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
+	if !pl.args.Packing.Enabled {
+		cs.Write(stateKey, &stateData{})
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state, err := pl.allocatedState(ctx)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	inv, err := pl.inventory()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	cs.Write(stateKey, &stateData{
+		session:     pl.newSession(inv, state, nil),
+		podHost:     podHost(pod),
+		results:     make(map[string]*allocator.Result),
+		measureOnly: true,
+	})
+	return nil, nil
+}
+
+// podHost is the CPU and memory the pod asks for.
+func podHost(pod *v1.Pod) topology.Host {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return topology.Host{CPUMilli: req.Cpu().MilliValue(), MemoryMiB: req.Memory().Value() >> 20}
 }
 
 // checkClasses rejects claims whose device classes do not exist, with a
@@ -153,6 +184,10 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	observeAllocation(start, err)
 	switch {
 	case err == nil:
+	case s.measureOnly:
+		// Only a measurement: the pod needs no devices from this node.
+		logger.V(5).Info("Fragmentation not measured", "pod", klog.KObj(pod), "node", klog.KObj(node), "err", err)
+		return nil
 	case allocator.IsNodeLevel(err):
 		// Unresolvable as upstream: evicting pods does not free devices
 		// for the preemptor in 1.37, so preemption must not try.

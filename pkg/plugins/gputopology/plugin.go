@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +33,7 @@ import (
 	"github.com/gputopo/gputopo/pkg/apis/config"
 	v1 "github.com/gputopo/gputopo/pkg/apis/config/v1"
 	"github.com/gputopo/gputopo/pkg/apis/config/validation"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Name of the plugin in a KubeSchedulerConfiguration.
@@ -47,9 +49,21 @@ type GPUTopology struct {
 	clientset  kubernetes.Interface
 	draManager fwk.SharedDRAManager
 
+	// learner estimates the workload Packing measures against from the
+	// requests this profile places (nil with packing off).
+	learner *topology.Learner
+
 	invMu sync.Mutex
 	inv   *allocator.Inventory
 }
+
+// The configured workload counts as learnerPrior placed requests; at
+// most learnerClasses classes are kept (Fragmentation's cost is linear
+// in them, and it runs for every node of every pod).
+const (
+	learnerPrior   = 200
+	learnerClasses = 32
+)
 
 var (
 	_ fwk.PreEnqueuePlugin  = &GPUTopology{}
@@ -95,15 +109,29 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	registerMetrics()
+	var learner *topology.Learner
+	if args.Packing.Enabled {
+		learner = topology.NewLearner(args.Workload, learnerPrior, learnerClasses)
+	}
 	klog.FromContext(ctx).V(2).Info("GPUTopology plugin ready", "profile", fh.ProfileName(), "policy", klog.Format(args))
 	return &GPUTopology{
 		args: args, engine: engine, fts: fts, features: features, fh: fh,
-		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(),
+		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(), learner: learner,
 	}, nil
 }
 
 // Name returns the plugin's name.
 func (pl *GPUTopology) Name() string { return Name }
+
+// newSession is the engine's session for the pod's claims, measuring
+// fragmentation against the learned workload.
+func (pl *GPUTopology) newSession(inv *allocator.Inventory, state *allocator.AllocatedState, claims []*resourceapi.ResourceClaim) *allocator.Session {
+	s := pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, claims)
+	if pl.learner != nil {
+		s.WithWorkload(pl.learner.Workload())
+	}
+	return s
+}
 
 // inventory returns an Inventory for the current slices, reusing the last
 // one when no slice changed and carrying cached selector results over

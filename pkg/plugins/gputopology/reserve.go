@@ -22,12 +22,15 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.session == nil {
+	if s.session == nil || s.measureOnly {
 		return nil
 	}
 	res := s.result(nodeName)
 	if res == nil || len(res.Allocations) != len(s.toAllocate) {
 		return fwk.AsStatus(fmt.Errorf("internal error: no allocation for pod %s on node %s", klog.KObj(pod), nodeName))
+	}
+	if pl.learner != nil && res.Quality.Request.GPUs > 0 {
+		pl.learner.Observe(res.Quality.Request)
 	}
 	logger := klog.FromContext(ctx)
 	for k, i := range s.toAllocate {

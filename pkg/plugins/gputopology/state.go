@@ -33,6 +33,9 @@ type stateData struct {
 	session *allocator.Session
 	// podHost is the CPU and memory the pod asks for besides devices.
 	podHost topology.Host
+	// measureOnly: the pod asks for no devices; the session only
+	// measures fragmentation and never refuses a node.
+	measureOnly bool
 
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.

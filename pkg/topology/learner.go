@@ -1,0 +1,109 @@
+package topology
+
+import (
+	"math"
+	"sort"
+	"sync"
+)
+
+// Learner estimates the workload from the requests that arrive, so that
+// fragmentation is measured against the mix a cluster really sees, not
+// only the configured one. The configured workload is the prior: it
+// counts as PriorWeight requests, so it decides while little has been
+// seen and fades as requests arrive. Observed requests are merged into
+// classes by GPU count, share (to 1%), CPU (whole cores, rounded up) and
+// memory (GiB, rounded up), and the MaxClasses heaviest classes are kept:
+// Fragmentation's cost grows with the number of classes.
+type Learner struct {
+	mu          sync.Mutex
+	prior       Workload
+	priorWeight float64
+	maxClasses  int
+	counts      map[TaskClass]float64
+	observed    float64
+	cached      Workload
+	sinceBuild  int
+}
+
+// NewLearner starts from prior (which must be valid), worth priorWeight
+// requests, keeping at most maxClasses classes.
+func NewLearner(prior Workload, priorWeight float64, maxClasses int) *Learner {
+	l := &Learner{prior: prior, priorWeight: priorWeight, maxClasses: max(1, maxClasses), counts: map[TaskClass]float64{}}
+	l.cached = l.build()
+	return l
+}
+
+// Observe counts one arriving request; requests without GPUs and invalid
+// classes are ignored.
+func (l *Learner) Observe(c TaskClass) {
+	if c.GPUs < 1 || c.Share <= 0 || c.Share > 1 || (c.GPUs > 1 && c.Share != 1) {
+		return
+	}
+	key := TaskClass{
+		GPUs:      c.GPUs,
+		Share:     math.Min(1, math.Ceil(c.Share*100-1e-9)/100),
+		CPUMilli:  (c.CPUMilli + 999) / 1000 * 1000,
+		MemoryMiB: (c.MemoryMiB + 1023) / 1024 * 1024,
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.counts[key]++
+	l.observed++
+	l.sinceBuild++
+}
+
+// Workload is the current estimate. It is rebuilt when the requests seen
+// since the last build are 2% of all seen (at least one), so that a
+// stream of requests does not pay for a sort each.
+func (l *Learner) Workload() Workload {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sinceBuild > 0 && float64(l.sinceBuild) >= 0.02*l.observed {
+		l.cached = l.build()
+		l.sinceBuild = 0
+	}
+	return l.cached
+}
+
+func (l *Learner) build() Workload {
+	var priorSum float64
+	for _, c := range l.prior {
+		priorSum += c.Weight
+	}
+	w := make(Workload, 0, len(l.prior)+len(l.counts))
+	for _, c := range l.prior {
+		if priorSum > 0 && l.priorWeight > 0 {
+			c.Weight = c.Weight / priorSum * l.priorWeight
+			w = append(w, c)
+		}
+	}
+	for c, n := range l.counts {
+		c.Weight = n
+		w = append(w, c)
+	}
+	sort.Slice(w, func(i, j int) bool {
+		if w[i].Weight != w[j].Weight {
+			return w[i].Weight > w[j].Weight
+		}
+		return less(w[i], w[j])
+	})
+	if len(w) > l.maxClasses {
+		w = w[:l.maxClasses]
+	}
+	return w
+}
+
+// less orders classes of equal weight, so that a build does not depend on
+// map order.
+func less(a, b TaskClass) bool {
+	switch {
+	case a.GPUs != b.GPUs:
+		return a.GPUs < b.GPUs
+	case a.Share != b.Share:
+		return a.Share < b.Share
+	case a.CPUMilli != b.CPUMilli:
+		return a.CPUMilli < b.CPUMilli
+	default:
+		return a.MemoryMiB < b.MemoryMiB
+	}
+}
