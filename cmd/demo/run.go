@@ -25,10 +25,7 @@ import (
 )
 
 // The two schedulers, each on its own copy of the fleet.
-var targets = []replay.Target{
-	{Name: "gputopo", Copy: "gputopo", SchedulerName: "gputopo-scheduler"},
-	{Name: "in-tree (first-fit)", Copy: "intree", SchedulerName: "default-scheduler"},
-}
+var targets = replay.Targets
 
 func run(ctx context.Context, args []string) error {
 	f, err := parse(args)

@@ -27,6 +27,13 @@ type Target struct {
 	SchedulerName string
 }
 
+// Targets are the two schedulers of the shipped configuration, each on
+// its own copy of the fleet.
+var Targets = []Target{
+	{Name: "gputopo", Copy: "gputopo", SchedulerName: "gputopo-scheduler"},
+	{Name: "in-tree (first-fit)", Copy: "intree", SchedulerName: "default-scheduler"},
+}
+
 // Namespace of a target's pods and claims.
 func (t Target) Namespace() string { return "demo-" + t.Copy }
 

@@ -16,10 +16,7 @@ import (
 	"github.com/gputopo/gputopo/pkg/demo/replay"
 )
 
-var targets = []replay.Target{
-	{Name: "gputopo", Copy: "gputopo", SchedulerName: "gputopo-scheduler"},
-	{Name: "in-tree", Copy: "intree", SchedulerName: "default-scheduler"},
-}
+var targets = replay.Targets
 
 func sample(t *testing.T, nodes int, seed uint64) ([]openb.Node, []openb.Pod) {
 	t.Helper()

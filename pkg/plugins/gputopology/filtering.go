@@ -74,15 +74,11 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if len(toAllocate) == 0 {
 		return nil, nil
 	}
-	state, err := pl.allocatedState(ctx)
+	session, err := pl.newSession(ctx, toAllocate)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	inv, err := pl.inventory()
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	s.session = pl.newSession(inv, state, toAllocate)
+	s.session = session
 	s.podHost = podHost(pod)
 	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
 	return nil, nil
@@ -98,16 +94,12 @@ func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.Cycle
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state, err := pl.allocatedState(ctx)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	inv, err := pl.inventory()
+	session, err := pl.newSession(ctx, nil)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	cs.Write(stateKey, &stateData{
-		session:     pl.newSession(inv, state, nil),
+		session:     session,
 		podHost:     podHost(pod),
 		results:     make(map[string]*allocator.Result),
 		measureOnly: true,

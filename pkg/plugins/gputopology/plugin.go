@@ -123,14 +123,23 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 // Name returns the plugin's name.
 func (pl *GPUTopology) Name() string { return Name }
 
-// newSession is the engine's session for the pod's claims, measuring
-// fragmentation against the learned workload.
-func (pl *GPUTopology) newSession(inv *allocator.Inventory, state *allocator.AllocatedState, claims []*resourceapi.ResourceClaim) *allocator.Session {
+// newSession is the engine's session for the pod's claims on the current
+// slices and allocated state, measuring fragmentation against the
+// learned workload.
+func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.ResourceClaim) (*allocator.Session, error) {
+	state, err := pl.allocatedState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := pl.inventory()
+	if err != nil {
+		return nil, err
+	}
 	s := pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, claims)
 	if pl.learner != nil {
 		s.WithWorkload(pl.learner.Workload())
 	}
-	return s
+	return s, nil
 }
 
 // inventory returns an Inventory for the current slices, reusing the last
