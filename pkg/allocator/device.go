@@ -51,6 +51,10 @@ type matchKey struct {
 // maxMatchesPerDevice bounds the cache of selector results.
 const maxMatchesPerDevice = 64
 
+// counterUse is what a device consumes of one counter of its pool: idx
+// in the pool's dense counter index, milli the amount in the pool's
+// counter unit (amounts.go; the name is from when the unit was always a
+// milli-unit, and score.go reads it).
 type counterUse struct {
 	idx   int
 	milli int64

@@ -18,7 +18,10 @@ import (
 // allocated against them. Build a new one whenever the slices change; it
 // never modifies the slices it was given. It is safe for concurrent use.
 type Inventory struct {
-	features     Features
+	features Features
+	// legacy: upstream serves these features with its stable allocator,
+	// which gathers pools differently (see gathered).
+	legacy       bool
 	slicesOnNode map[string][]*resourceapi.ResourceSlice
 	slicesShared []*resourceapi.ResourceSlice
 	all          []*resourceapi.ResourceSlice
@@ -35,6 +38,7 @@ type Inventory struct {
 func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inventory {
 	inv := &Inventory{
 		features:     features,
+		legacy:       isLegacy(features),
 		slicesOnNode: make(map[string][]*resourceapi.ResourceSlice),
 		all:          slices,
 		devices:      make(map[*resourceapi.ResourceSlice][]*device),
@@ -84,44 +88,11 @@ type nodeView struct {
 	// labels is what they were then.
 	byLabels bool
 	labels   string
+	// multiTerm: some device comes with a node selector of several
+	// terms, which upstream cannot put in an allocation (see
+	// run.selectorsBuild).
+	multiTerm bool
 }
-
-// pool is one resource pool as seen from one node.
-type pool struct {
-	driver, name  string
-	incomplete    bool
-	invalid       bool
-	invalidReason string
-	// devices targeting the node, in upstream's order: slices by name,
-	// devices in slice order. first is the index of devices[0] in the
-	// node view.
-	devices []*device
-	first   int
-	// others are devices of the pool's generation in slices that do not
-	// target the node. They never get allocated here but consume counters.
-	others []*device
-	// counters: the pool's shared counters, densely indexed.
-	counterIndex map[counterKey]int
-	counterNames []counterKey
-	counterTotal []int64 // milli-units
-	// uses[i] is what devices[i] consumes, otherUses[i] what others[i]
-	// does; the dense counter index is per pool, so it lives here rather
-	// than on devices shared by several nodes' pools.
-	uses      [][]counterUse
-	otherUses [][]counterUse
-	// size[i] is sizeOf(i): the share of its counter sets devices[i] takes.
-	size []float64
-	// counterSet[i] is the dense set index of counter i; shapes[set] the
-	// set's placements grouped by size (see partitions.go).
-	counterSet           []int
-	shapes               [][]shape
-	shapeOf              []*shape // per device, nil unless a one-set placement
-	hasBindingConditions bool
-}
-
-type counterKey struct{ set, counter string }
-
-func (p *pool) String() string { return p.driver + "/" + p.name }
 
 // view returns the node's view, building it on first use. The cache holds
 // one view per node name; a view that depended on the node's labels
@@ -159,12 +130,12 @@ func labelsKey(labels map[string]string) string {
 type poolID struct{ driver, pool string }
 
 func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
-	bySlice, byLabels, err := inv.slicesFor(node)
+	g, err := inv.gather(node)
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{pools: inv.pools(bySlice), node: node.Name, uid: node.UID, byLabels: byLabels}
-	if byLabels {
+	v := &nodeView{pools: inv.pools(g), node: node.Name, uid: node.UID, byLabels: g.byLabels}
+	if g.byLabels {
 		v.labels = labelsKey(node.Labels)
 	}
 	for pi, p := range v.pools {
@@ -174,42 +145,69 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 			v.devPool = append(v.devPool, int32(pi))
 		}
 	}
+	v.multiTerm = multiTermSelectors(v.devices)
 	return v, nil
 }
 
-// slicesFor gathers, per pool, the slices of its newest generation that
-// node sees. byLabels reports whether any slice chose nodes by labels,
-// so that views are cached per label set rather than per node.
-func (inv *Inventory) slicesFor(node *v1.Node) (map[poolID][]*resourceapi.ResourceSlice, bool, error) {
-	bySlice := make(map[poolID][]*resourceapi.ResourceSlice)
-	byLabels := false
-	consider := func(s *resourceapi.ResourceSlice) error {
-		if !inv.features.PartitionableDevices && (s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.SharedCounters) > 0) {
-			return nil
-		}
-		relevant, labels, err := sliceSeenBy(node, s)
-		byLabels = byLabels || labels
-		if err != nil || !relevant {
-			return err
-		}
-		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
-		cur := bySlice[id]
-		switch {
-		case len(cur) == 0 || s.Spec.Pool.Generation > cur[0].Spec.Pool.Generation:
-			bySlice[id] = []*resourceapi.ResourceSlice{s}
-		case s.Spec.Pool.Generation == cur[0].Spec.Pool.Generation:
-			bySlice[id] = append(cur, s)
-		}
-		return nil
+// gathered is, per pool, the slices of its newest generation that a node
+// sees, and the pools in the order their first slice was seen.
+type gathered struct {
+	byPool map[poolID][]*resourceapi.ResourceSlice
+	order  []poolID
+	// byLabels: some slice chose nodes by labels, so that views are
+	// cached per label set rather than per node.
+	byLabels bool
+}
+
+// gather collects the slices node sees, as upstream does: its own slices,
+// then those without a node name. On the stable path it reads every
+// slice in input order as that allocator does, and takes every slice
+// with shared counters whatever node it names (without evaluating its
+// node selector); the order of first sight is then the pool order (see
+// pools).
+func (inv *Inventory) gather(node *v1.Node) (*gathered, error) {
+	g := &gathered{byPool: make(map[poolID][]*resourceapi.ResourceSlice)}
+	groups := [][]*resourceapi.ResourceSlice{inv.slicesOnNode[node.Name], inv.slicesShared}
+	if inv.legacy {
+		groups = [][]*resourceapi.ResourceSlice{inv.all}
 	}
-	for _, group := range [][]*resourceapi.ResourceSlice{inv.slicesOnNode[node.Name], inv.slicesShared} {
+	for _, group := range groups {
 		for _, s := range group {
-			if err := consider(s); err != nil {
-				return nil, false, err
+			if err := inv.consider(g, node, s); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return bySlice, byLabels, nil
+	return g, nil
+}
+
+// consider adds slice s to g if node sees it.
+func (inv *Inventory) consider(g *gathered, node *v1.Node, s *resourceapi.ResourceSlice) error {
+	if !inv.features.PartitionableDevices && (s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.SharedCounters) > 0) {
+		return nil
+	}
+	if usesCompatibilityGroups(s) {
+		return nil
+	}
+	if !inv.legacy || len(s.Spec.SharedCounters) == 0 {
+		relevant, labels, err := sliceSeenBy(node, s)
+		g.byLabels = g.byLabels || labels
+		if err != nil || !relevant {
+			return err
+		}
+	}
+	id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
+	cur, seen := g.byPool[id]
+	if !seen {
+		g.order = append(g.order, id)
+	}
+	switch {
+	case len(cur) == 0 || s.Spec.Pool.Generation > cur[0].Spec.Pool.Generation:
+		g.byPool[id] = []*resourceapi.ResourceSlice{s}
+	case s.Spec.Pool.Generation == cur[0].Spec.Pool.Generation:
+		g.byPool[id] = append(cur, s)
+	}
+	return nil
 }
 
 // sliceSeenBy reports whether node sees any device of the slice, and
@@ -242,10 +240,14 @@ func sliceSeenBy(node *v1.Node, s *resourceapi.ResourceSlice) (relevant, byLabel
 // pools builds the node's pools from their slices (a pool missing
 // slices as an empty one marked incomplete, a pool with newer slices
 // elsewhere not at all): pools with binding conditions last, each part
-// sorted by driver and pool name, as upstream orders them.
-func (inv *Inventory) pools(bySlice map[poolID][]*resourceapi.ResourceSlice) []*pool {
+// sorted by driver and pool name, as upstream orders them. The stable
+// allocator iterates a map filled in order of first sight instead; that
+// order is the one its iteration takes most often (see
+// upstreamMaySay in differential_test.go), and the engine takes it.
+func (inv *Inventory) pools(g *gathered) []*pool {
 	var plain, withBinding []*pool
-	for id, ss := range bySlice {
+	for _, id := range g.order {
+		ss := g.byPool[id]
 		want := ss[0].Spec.Pool.ResourceSliceCount
 		var all []*resourceapi.ResourceSlice
 		if int64(len(ss)) != want {
@@ -260,11 +262,14 @@ func (inv *Inventory) pools(bySlice map[poolID][]*resourceapi.ResourceSlice) []*
 			all = same
 		}
 		p := inv.buildPool(id, ss, all)
-		if p.hasBindingConditions {
+		if p.hasBindingConditions && !inv.legacy {
 			withBinding = append(withBinding, p)
 		} else {
 			plain = append(plain, p)
 		}
+	}
+	if inv.legacy {
+		return plain
 	}
 	byID := func(a, b *pool) int {
 		return cmp.Or(cmp.Compare(a.driver, b.driver), cmp.Compare(a.name, b.name))
@@ -275,7 +280,9 @@ func (inv *Inventory) pools(bySlice map[poolID][]*resourceapi.ResourceSlice) []*
 }
 
 // poolGeneration looks at every slice of a pool: obsolete when any has a
-// newer generation, otherwise all slices of the given generation.
+// newer generation, otherwise all slices of the given generation, less
+// those with compatibility groups (ignored, as in gather, so that they
+// leave the pool incomplete).
 func (inv *Inventory) poolGeneration(id poolID, gen int64) (bool, []*resourceapi.ResourceSlice) {
 	var same []*resourceapi.ResourceSlice
 	for _, s := range inv.all {
@@ -285,181 +292,11 @@ func (inv *Inventory) poolGeneration(id poolID, gen int64) (bool, []*resourceapi
 		switch {
 		case s.Spec.Pool.Generation > gen:
 			return true, nil
-		case s.Spec.Pool.Generation == gen:
+		case s.Spec.Pool.Generation == gen && !usesCompatibilityGroups(s):
 			same = append(same, s)
 		}
 	}
 	return false, same
-}
-
-func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.ResourceSlice) *pool {
-	p := &pool{driver: id.driver, name: id.pool}
-	partitionable := inv.features.PartitionableDevices
-	counterSlices, deviceSlices, otherSlices := classifySlices(targeting, all, partitionable)
-	invalid := func(reason string) *pool {
-		return &pool{driver: id.driver, name: id.pool, invalid: true, invalidReason: reason}
-	}
-	if reason := duplicateDeviceName(deviceSlices); reason != "" {
-		return invalid(reason)
-	}
-	for _, s := range deviceSlices {
-		p.devices = append(p.devices, inv.devicesOf(s)...)
-	}
-	if !partitionable {
-		p.markBindingConditions()
-		return p
-	}
-	if reason := p.addCounters(counterSlices); reason != "" {
-		return invalid(reason)
-	}
-	for _, s := range otherSlices {
-		p.others = append(p.others, inv.devicesOf(s)...)
-	}
-	if reason := p.resolveConsumptions(); reason != "" {
-		return invalid(reason)
-	}
-	p.markBindingConditions()
-	return p
-}
-
-// classifySlices splits a pool's slices: those with shared counters (when
-// partitionable devices are on), the other slices that target the node
-// (sorted by name: their devices are the node's), and the pool's other
-// slices elsewhere (all minus targeting), whose devices may consume the
-// same counters.
-func classifySlices(targeting, all []*resourceapi.ResourceSlice, partitionable bool) (counterSlices, deviceSlices, otherSlices []*resourceapi.ResourceSlice) {
-	targeting = slices.Clone(targeting)
-	slices.SortFunc(targeting, func(a, b *resourceapi.ResourceSlice) int { return cmp.Compare(a.Name, b.Name) })
-	for _, s := range targeting {
-		if partitionable && len(s.Spec.SharedCounters) > 0 {
-			counterSlices = append(counterSlices, s)
-		} else {
-			deviceSlices = append(deviceSlices, s)
-		}
-	}
-	if len(targeting) >= len(all) {
-		return counterSlices, deviceSlices, nil
-	}
-	seen := make(map[string]bool, len(targeting))
-	for _, s := range targeting {
-		seen[s.Name] = true
-	}
-	for _, s := range all {
-		if seen[s.Name] {
-			continue
-		}
-		if partitionable && len(s.Spec.SharedCounters) > 0 {
-			counterSlices = append(counterSlices, s)
-		} else {
-			otherSlices = append(otherSlices, s)
-		}
-	}
-	return counterSlices, deviceSlices, otherSlices
-}
-
-// duplicateDeviceName: device names must be unique among the slices that
-// target the node. It returns why the pool is invalid, or "".
-func duplicateDeviceName(deviceSlices []*resourceapi.ResourceSlice) string {
-	names := make(map[string]string)
-	for _, s := range deviceSlices {
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			if prev, dup := names[d.Name]; dup {
-				return fmt.Sprintf("ResourceSlice %s: device %s: duplicate device name (also in ResourceSlice %s)", s.Name, d.Name, prev)
-			}
-			names[d.Name] = s.Name
-		}
-	}
-	return ""
-}
-
-// addCounters indexes the pool's shared counters. It returns why the
-// pool is invalid, or "".
-func (p *pool) addCounters(counterSlices []*resourceapi.ResourceSlice) string {
-	p.counterIndex = make(map[counterKey]int)
-	setSeen := make(map[string]string)
-	for _, s := range counterSlices {
-		for _, cs := range s.Spec.SharedCounters {
-			if prev, dup := setSeen[cs.Name]; dup {
-				return fmt.Sprintf("ResourceSlice %s: sharedCounters %s: duplicate counter set name (also in ResourceSlice %s)", s.Name, cs.Name, prev)
-			}
-			setSeen[cs.Name] = s.Name
-			for _, name := range sortedKeys(cs.Counters) {
-				v := cs.Counters[name].Value
-				if v.Sign() < 0 {
-					return fmt.Sprintf("ResourceSlice %s: sharedCounters %s: counter %s: negative value %s", s.Name, cs.Name, name, v.String())
-				}
-				k := counterKey{cs.Name, name}
-				p.counterIndex[k] = len(p.counterNames)
-				p.counterNames = append(p.counterNames, k)
-				p.counterTotal = append(p.counterTotal, milliFloor(v))
-			}
-		}
-	}
-	return ""
-}
-
-// resolveConsumptions resolves what each device of the node (and each of
-// the pool's devices elsewhere) consumes of the counters. It returns why
-// the pool is invalid, or "".
-func (p *pool) resolveConsumptions() string {
-	p.uses = make([][]counterUse, len(p.devices))
-	for i, d := range p.devices {
-		u, err := p.resolveConsumption(d)
-		if err != nil {
-			return err.Error()
-		}
-		p.uses[i] = u
-	}
-	p.buildShapes()
-	p.otherUses = make([][]counterUse, len(p.others))
-	for i, d := range p.others {
-		u, err := p.resolveConsumption(d)
-		if err != nil {
-			return err.Error()
-		}
-		p.otherUses[i] = u
-	}
-	return ""
-}
-
-func (p *pool) markBindingConditions() {
-	for _, d := range p.devices {
-		if d.api.BindingConditions != nil {
-			p.hasBindingConditions = true
-			return
-		}
-	}
-}
-
-// resolveConsumption checks that every counter a device consumes exists
-// and records the consumption against the pool's dense counter index.
-func (p *pool) resolveConsumption(d *device) ([]counterUse, error) {
-	var uses []counterUse
-	for _, cc := range d.api.ConsumesCounters {
-		found := false
-		for _, k := range p.counterNames {
-			if k.set == cc.CounterSet {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("ResourceSlice %s: device %s: consumesCounters: counter set %s not found", d.slice.Name, d.api.Name, cc.CounterSet)
-		}
-		for _, name := range sortedKeys(cc.Counters) {
-			idx, ok := p.counterIndex[counterKey{cc.CounterSet, name}]
-			if !ok {
-				return nil, fmt.Errorf("ResourceSlice %s: device %s: consumesCounters: counter %s not found in counter set %s", d.slice.Name, d.api.Name, name, cc.CounterSet)
-			}
-			v := cc.Counters[name].Value
-			if v.Sign() < 0 {
-				return nil, fmt.Errorf("ResourceSlice %s: device %s: consumesCounters: counter %s in set %s: negative value %s", d.slice.Name, d.api.Name, name, cc.CounterSet, v.String())
-			}
-			uses = append(uses, counterUse{idx: idx, milli: milliCeil(v)})
-		}
-	}
-	return uses, nil
 }
 
 // devicesOf returns the device objects of a slice, creating them once.
@@ -506,11 +343,4 @@ func sortedKeys[V any](m map[string]V) []string {
 func (v *nodeView) locate(d int) (int, int) {
 	pi := int(v.devPool[d])
 	return pi, d - v.pools[pi].first
-}
-
-func (p *pool) usesOf(i int) []counterUse {
-	if p.uses == nil {
-		return nil
-	}
-	return p.uses[i]
 }

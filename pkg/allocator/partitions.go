@@ -59,7 +59,8 @@ func (p *pool) buildShapes() {
 			total += setTotal[si]
 		}
 		if total > 0 {
-			p.size[li] = math.Min(1, used/total)
+			// Negative amounts (valid input) would make a negative size.
+			p.size[li] = math.Max(0, math.Min(1, used/total))
 		}
 	}
 	p.shapes = make([][]shape, len(setIndex))

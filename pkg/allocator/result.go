@@ -147,13 +147,51 @@ func (r *run) nodeSelector(picks []pick) (*v1.NodeSelector, error) {
 			term.MatchFields = mergeRequirements(term.MatchFields, sel.NodeSelectorTerms[0].MatchFields)
 			term.MatchExpressions = mergeRequirements(term.MatchExpressions, sel.NodeSelectorTerms[0].MatchExpressions)
 		default:
-			return nil, fmt.Errorf("ResourceSlice %s: unsupported node selector with %d terms", dv.slice.Name, len(sel.NodeSelectorTerms))
+			field := "spec.nodeSelector"
+			if ptr.Deref(dv.slice.Spec.PerDeviceNodeSelection, false) {
+				field = "device " + dv.api.Name + ": nodeSelector"
+			}
+			return nil, fmt.Errorf("ResourceSlice %s: %s: unsupported node selector with %d terms", dv.slice.Name, field, len(sel.NodeSelectorTerms))
 		}
 	}
 	if len(term.MatchFields) == 0 && len(term.MatchExpressions) == 0 {
 		return nil, nil
 	}
 	return &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{term}}, nil
+}
+
+// selectorsBuild reports the error building the current solution's node
+// selectors would give: only devices with several-term selectors can
+// cause one (API validation allows those in per-device node selection,
+// and upstream's allocator cannot merge them into one term).
+//
+// Upstream fails when the first solution it finds gives such an error,
+// and returns that solution otherwise. So the engine fails exactly when
+// its first solution, upstream's, does, and otherwise keeps only
+// solutions that build: the outcome does not depend on which devices the
+// policy prefers.
+func (r *run) selectorsBuild() error {
+	for ci := range r.s.plans {
+		if _, err := r.nodeSelector(r.picks[ci]); err != nil {
+			return fmt.Errorf("create NodeSelector for claim %s: %w", r.s.plans[ci].claim.Name, err)
+		}
+	}
+	return nil
+}
+
+// multiTermSelectors reports whether a device, or its slice, has a node
+// selector with more than one term.
+func multiTermSelectors(devices []*device) bool {
+	for _, d := range devices {
+		sel := d.slice.Spec.NodeSelector
+		if ptr.Deref(d.slice.Spec.PerDeviceNodeSelection, false) {
+			sel = d.api.NodeSelector
+		}
+		if sel != nil && len(sel.NodeSelectorTerms) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func mergeRequirements(into, from []v1.NodeSelectorRequirement) []v1.NodeSelectorRequirement {

@@ -49,6 +49,7 @@ type run struct {
 	pendingF  [][]float64
 	shares    []int32         // per device: pending shares in this run
 	used      [][]int64       // per pool: counters consumed in this run
+	exact     []*exactRun     // per pool: exact counters, nil if none needs them
 	pc        []*poolCounters // per pool: Session.countersOf, cached
 	sel       [][]int8        // per req, per device: 0 unknown, 1 match, 2 no match
 	caps      [][]*capFit     // per req, per device, when consumable capacity is on
@@ -102,6 +103,7 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 			r.used[i] = make([]int64, len(p.counterTotal))
 		}
 	}
+	r.exact = r.exactRuns()
 	for ci, p := range s.plans {
 		r.curSub[ci] = make([]int, len(p.groups))
 		minDevices := 0
@@ -357,6 +359,14 @@ func (r *run) candidate(c int, q *req, d int) (bool, error) {
 
 // leaf is reached with every claim allocated.
 func (r *run) leaf() (bool, error) {
+	if r.view.multiTerm {
+		if err := r.selectorsBuild(); err != nil {
+			if !r.found {
+				return false, err
+			}
+			return false, nil
+		}
+	}
 	first := !r.found
 	r.found = true
 	r.explored++
@@ -525,11 +535,10 @@ func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 		}
 		if !t.multi || !r.sharedInUse(d) {
 			pi, li := r.view.locate(d)
-			uses := r.view.pools[pi].usesOf(li)
-			if !r.countersFit(pi, uses) {
+			if !r.countersFit(pi, li) {
 				return false, t, nil
 			}
-			r.addCounters(pi, uses, 1)
+			r.addCounters(pi, li, 1)
 			t.counted = true
 		}
 	}
@@ -613,7 +622,7 @@ func (r *run) undo(t taken) {
 	}
 	if t.counted {
 		pi, li := r.view.locate(t.d)
-		r.addCounters(pi, r.view.pools[pi].usesOf(li), -1)
+		r.addCounters(pi, li, -1)
 	}
 }
 
