@@ -23,6 +23,9 @@ type problem struct {
 	classes  classList
 	state    *AllocatedState
 	claims   []*resourceapi.ResourceClaim
+	// kind is the edge kind the problem was made to contain, if any
+	// (gen_edges_test.go).
+	kind edgeKind
 }
 
 // classList implements DeviceClassLister over a slice.
@@ -44,7 +47,8 @@ const (
 )
 
 type gen struct {
-	r *rand.Rand
+	r    *rand.Rand
+	kind edgeKind
 	// devices created so far, for the ledger.
 	devices []genDevice
 }
@@ -74,12 +78,16 @@ func oneOf[T any](g *gen, xs ...T) T { return xs[g.r.IntN(len(xs))] }
 
 func newProblem(seed uint64) *problem {
 	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	p := &problem{features: DefaultFeatures()}
+	g.kind = g.edgeKind()
+	p := &problem{features: DefaultFeatures(), kind: g.kind}
 	if g.chance(0.1) {
 		f := &p.features
 		f.AdminAccess, f.PrioritizedList, f.PartitionableDevices = g.chance(0.5), g.chance(0.5), g.chance(0.5)
 		f.DeviceTaints, f.DeviceBindingAndStatus, f.ConsumableCapacity = g.chance(0.5), g.chance(0.5), g.chance(0.5)
 		f.FractionalCapacityRange = f.ConsumableCapacity && g.chance(0.5)
+	}
+	if g.kind == edgeStablePath {
+		p.features = g.stableFeatures()
 	}
 	p.node = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0", Labels: map[string]string{"zone": oneOf(g, "a", "b")}}}
 	nodes := []string{"node-0", "node-1"}
@@ -88,18 +96,20 @@ func newProblem(seed uint64) *problem {
 			p.slices = append(p.slices, g.localPool(n, fmt.Sprintf("%s-p%d", n, pi))...)
 		}
 	}
-	if g.chance(0.3) {
+	if g.chance(0.3) || g.kind == edgeSliceSelectorTerms {
 		p.slices = append(p.slices, g.networkPool("net")...)
 	}
-	if g.chance(0.2) {
+	if g.chance(0.2) || g.kind == edgeDeviceSelectorTerms {
 		p.slices = append(p.slices, g.perDevicePool("perdev")...)
 	}
+	g.addEdges(p.slices)
 	g.r.Shuffle(len(p.slices), func(i, j int) { p.slices[i], p.slices[j] = p.slices[j], p.slices[i] })
 	p.classes = g.classes()
 	p.state = g.state()
 	for ci := 0; ci < 1+g.upTo(0.4, 0.15); ci++ {
 		p.claims = append(p.claims, g.claim(ci, p.classes))
 	}
+	g.edgeClaims(p.claims)
 	return p
 }
 
@@ -174,10 +184,10 @@ func (g *gen) localPool(node, pool string) []*resourceapi.ResourceSlice {
 	gen := int64(1 + g.n(2))
 	nSlices := 1 + g.n(2)
 	count := int64(nSlices)
-	if g.chance(0.08) {
+	if g.chance(0.08) || (g.kind == edgeStablePath && g.chance(0.15)) {
 		count++ // incomplete
 	}
-	partitionable := g.chance(0.3)
+	partitionable := g.chance(0.3) || (g.kind.wantsCounters() && g.chance(0.7))
 	var out []*resourceapi.ResourceSlice
 	if partitionable {
 		count++
@@ -206,7 +216,7 @@ func (g *gen) localPool(node, pool string) []*resourceapi.ResourceSlice {
 						"slice": {Value: resource.MustParse(oneOf(g, "1", "2", "4"))},
 					},
 				}}
-				if g.chance(0.03) {
+				if g.chance(0.03) || (g.kind == edgeStablePath && g.chance(0.05)) {
 					d.ConsumesCounters[0].CounterSet = "missing" // invalid pool
 				}
 			}

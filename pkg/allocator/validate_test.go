@@ -95,7 +95,7 @@ func validate(p *problem, results []resourceapi.AllocationResult) error {
 				if err := checkConsumed(spec.capacity, vd.dev.Capacity, r.ConsumedCapacity); err != nil {
 					return fmt.Errorf("claim %s: device %s: %w", claim.Name, id, err)
 				}
-				if !held(p.state, id) && !newlyHeld[id] && len(vd.dev.ConsumesCounters) > 0 {
+				if !held(p, id) && !newlyHeld[id] && len(vd.dev.ConsumesCounters) > 0 {
 					touched[vd.poolKey] = true
 				}
 				newShares[id] = append(newShares[id], r.ConsumedCapacity)
@@ -144,9 +144,15 @@ func validate(p *problem, results []resourceapi.AllocationResult) error {
 	return v.checkCounters(p, newlyHeld, touched)
 }
 
-func held(s *AllocatedState, id structured.DeviceID) bool {
+// held: the device consumes counters because of the ledger. Upstream's
+// stable allocator reads only AllocatedDevices (it knows no shares).
+func held(p *problem, id structured.DeviceID) bool {
+	s := p.state
 	if s.AllocatedDevices.Has(id) {
 		return true
+	}
+	if isLegacy(p.features) {
+		return false
 	}
 	for sid := range s.AllocatedSharedDeviceIDs {
 		if sid.GetDeviceID() == id {
@@ -373,6 +379,10 @@ func newVisibility(p *problem) *visibility {
 		if s.Spec.Pool.Generation != newest[k] {
 			continue
 		}
+		if !p.features.CompatibilityGroups && usesCompatibilityGroups(s) {
+			// Ignored, so the pool is incomplete if it counts the slice.
+			continue
+		}
 		vp := v.pools[k]
 		if vp == nil {
 			vp = &visPool{counters: map[string]map[string]resource.Quantity{}}
@@ -436,7 +446,7 @@ func (v *visibility) checkCounters(p *problem, newlyHeld map[structured.DeviceID
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
-				if !held(p.state, id) && !newlyHeld[id] {
+				if !held(p, id) && !newlyHeld[id] {
 					continue
 				}
 				for _, cc := range d.ConsumesCounters {
