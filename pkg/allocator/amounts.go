@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -24,11 +26,13 @@ import (
 const int64Safe = 1 << 61
 
 // maxUnitDigits bounds how many powers of ten one pool's amounts may span
-// (the largest over the smallest non-zero one). Exponents up to 2^31 parse,
-// and one pool with both 1e100000000 and 1n would need integers of
-// hundreds of megabytes; upstream would compute with them too, or run out
-// of memory. The engine marks such a pool invalid instead.
-const maxUnitDigits = 1000
+// (the largest over the smallest non-zero one). Exponents up to 2^31
+// parse, and one pool with both 1e1000000000 and 1n would need integers
+// of hundreds of megabytes; upstream computes with them (its Quantity
+// arithmetic rescales to the finer amount), or runs out of memory. The
+// engine marks such a pool invalid instead, naming both amounts. At the
+// bound an integer takes about 41 KB, far beyond any counter.
+const maxUnitDigits = 100000
 
 // exactCounters are a pool's amounts as big integers in its unit, set
 // when some amount, or the sum of all of a counter's amounts, does not
@@ -39,11 +43,11 @@ type exactCounters struct {
 	otherUses [][]*big.Int // parallel to pool.otherUses
 }
 
-// setAmounts stores the pool's counter totals and its devices' (uses) and
-// other devices' (otherUses) consumptions in the pool's unit; the
-// quantities are parallel to counterTotal, p.uses and p.otherUses. It
-// returns why the pool is invalid, or "".
-func (p *pool) setAmounts(totals []resource.Quantity, uses, otherUses [][]resource.Quantity) string {
+// setAmounts stores the pool's counter totals (from: the slice of each)
+// and its devices' (uses) and other devices' (otherUses) consumptions in
+// the pool's unit; the quantities are parallel to counterNames, p.uses
+// and p.otherUses. It returns why the pool is invalid, or "".
+func (p *pool) setAmounts(totals []resource.Quantity, from []*resourceapi.ResourceSlice, uses, otherUses [][]resource.Quantity) string {
 	all := append([]resource.Quantity(nil), totals...)
 	for _, u := range uses {
 		all = append(all, u...)
@@ -51,9 +55,10 @@ func (p *pool) setAmounts(totals []resource.Quantity, uses, otherUses [][]resour
 	for _, u := range otherUses {
 		all = append(all, u...)
 	}
-	ints, bigs, err := wholeUnits(all)
-	if err != nil {
-		return fmt.Sprintf("shared counters of resource pool %s: %v", p, err)
+	ints, bigs, span := wholeUnits(all)
+	if span != nil {
+		return fmt.Sprintf("%s (%s) and %s (%s) are %d powers of ten apart, more than the %d the engine computes with",
+			p.amountLabel(span.lo, from), all[span.lo].String(), p.amountLabel(span.hi, from), all[span.hi].String(), span.digits, maxUnitDigits)
 	}
 	if bigs == nil {
 		p.counterBound = counterBound(len(totals), ints, p.uses, p.otherUses)
@@ -66,17 +71,14 @@ func (p *pool) setAmounts(totals []resource.Quantity, uses, otherUses [][]resour
 			bigs[i] = big.NewInt(v)
 		}
 	}
-	p.exact = &exactCounters{total: bigs[:len(totals)]}
+	exact := &exactCounters{total: bigs[:len(totals)]}
 	rest := bigs[len(totals):]
-	p.exact.uses, rest = splitLike(rest, p.uses)
-	p.exact.otherUses, _ = splitLike(rest, p.otherUses)
-	p.counterBound = math.Inf(1)
-	if f := exactBound(p.exact, len(totals), p.uses, p.otherUses); f < int64Safe {
-		// Amounts that needed a finer unit than int64 could hold at
-		// first (a value that is not a whole number of units) and fit
-		// once scaled: exact as int64s after all.
+	exact.uses, rest = splitLike(rest, p.uses)
+	exact.otherUses, _ = splitLike(rest, p.otherUses)
+	if f := exactBound(exact, len(totals), p.uses, p.otherUses); f < int64Safe {
+		// Not all whole numbers of units (500u) or not all below 2^63
+		// units (10E), but within int64 in the pool's own unit (1u, 1E).
 		p.counterBound = f
-		p.exact = nil
 		ints = make([]int64, len(bigs))
 		for i, b := range bigs {
 			ints[i] = b.Int64()
@@ -84,8 +86,30 @@ func (p *pool) setAmounts(totals []resource.Quantity, uses, otherUses [][]resour
 		p.assign(ints)
 		return ""
 	}
+	p.exact, p.counterBound = exact, math.Inf(1)
 	p.assign(approximate(bigs))
 	return ""
+}
+
+// amountLabel names the k-th amount in setAmounts' order: a counter
+// total (from holds the slice of each) or a device's consumption.
+func (p *pool) amountLabel(k int, from []*resourceapi.ResourceSlice) string {
+	if k < len(p.counterNames) {
+		c := p.counterNames[k]
+		return fmt.Sprintf("ResourceSlice %s: sharedCounters %s: counter %s", from[k].Name, c.set, c.counter)
+	}
+	k -= len(p.counterNames)
+	for i, us := range [][][]counterUse{p.uses, p.otherUses} {
+		devs := [][]*device{p.devices, p.others}[i]
+		for li, u := range us {
+			if k < len(u) {
+				d, c := devs[li], p.counterNames[u[k].idx]
+				return fmt.Sprintf("ResourceSlice %s: device %s: consumesCounters %s: counter %s", d.slice.Name, d.api.Name, c.set, c.counter)
+			}
+			k -= len(u)
+		}
+	}
+	return "?"
 }
 
 // assign spreads the pool's amounts, in setAmounts' order, over
@@ -165,7 +189,7 @@ func exactBound(e *exactCounters, nCounters int, uses, otherUses [][]counterUse)
 // ten: as int64s when they all are whole numbers that fit (the common
 // case, which allocates nothing but the result), otherwise as big
 // integers in the coarsest unit in which all are whole.
-func wholeUnits(qs []resource.Quantity) ([]int64, []*big.Int, error) {
+func wholeUnits(qs []resource.Quantity) ([]int64, []*big.Int, *spanError) {
 	ints := make([]int64, len(qs))
 	for i := range qs {
 		v, ok := qs[i].AsInt64()
@@ -178,43 +202,52 @@ func wholeUnits(qs []resource.Quantity) ([]int64, []*big.Int, error) {
 	return ints, nil, nil
 }
 
+// spanError: amounts lo and hi (indices) are digits powers of ten apart,
+// more than maxUnitDigits.
+type spanError struct {
+	lo, hi int
+	digits int64
+}
+
 var bigTen = big.NewInt(10)
 
-func exactUnits(qs []resource.Quantity) ([]*big.Int, error) {
+func exactUnits(qs []resource.Quantity) ([]*big.Int, *spanError) {
 	mantissa := make([]*big.Int, len(qs))
 	exp := make([]int64, len(qs))
-	minExp, maxExp := int64(math.MaxInt64), int64(math.MinInt64)
+	lo, hi := -1, -1
 	for i := range qs {
 		q := qs[i] // AsDec converts the copy, never the caller's
 		d := q.AsDec()
 		m, e := new(big.Int).Set(d.UnscaledBig()), -int64(d.Scale())
 		if m.Sign() != 0 {
 			// Strip trailing zeros, so that 2P is 2e15, not 2000e12.
-			quo, rem := new(big.Int), new(big.Int)
-			for {
-				quo.QuoRem(m, bigTen, rem)
-				if rem.Sign() != 0 {
-					break
-				}
-				m, quo = quo, m
-				e++
+			text := m.Text(10)
+			if z := len(text) - len(strings.TrimRight(text, "0")); z > 0 {
+				m.SetString(text[:len(text)-z], 10)
+				e += int64(z)
 			}
-			minExp, maxExp = min(minExp, e), max(maxExp, e)
+			if lo < 0 || e < exp[lo] {
+				lo = i
+			}
+			if hi < 0 || e > exp[hi] {
+				hi = i
+			}
 		}
 		mantissa[i], exp[i] = m, e
 	}
-	if maxExp-minExp > maxUnitDigits {
-		return nil, fmt.Errorf("amounts span 10^%d (more than 10^%d), from %s to %s", maxExp-minExp, maxUnitDigits, decString(minExp), decString(maxExp))
+	if lo < 0 {
+		return mantissa, nil
+	}
+	if d := exp[hi] - exp[lo]; d > maxUnitDigits {
+		return nil, &spanError{lo: lo, hi: hi, digits: d}
 	}
 	for i, m := range mantissa {
-		if m.Sign() != 0 && exp[i] > minExp {
-			m.Mul(m, new(big.Int).Exp(bigTen, big.NewInt(exp[i]-minExp), nil))
+		if m.Sign() != 0 && exp[i] > exp[lo] {
+			m.Mul(m, new(big.Int).Exp(bigTen, big.NewInt(exp[i]-exp[lo]), nil))
 		}
 	}
 	return mantissa, nil
 }
-
-func decString(exp int64) string { return fmt.Sprintf("1e%d", exp) }
 
 // approximate scales big amounts down to int64s that keep their ratios to
 // about 15 digits, for scoring.

@@ -71,7 +71,7 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 		p.markBindingConditions()
 		return p
 	}
-	totals, reason := p.indexCounters(counterSlices)
+	totals, from, reason := p.indexCounters(counterSlices)
 	if reason != "" {
 		return invalid(reason)
 	}
@@ -89,7 +89,7 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 	for _, s := range otherSlices {
 		p.others = append(p.others, inv.devicesOf(s)...)
 	}
-	if reason := p.resolveConsumptions(totals); reason != "" {
+	if reason := p.resolveConsumptions(totals, from); reason != "" {
 		return invalid(reason)
 	}
 	p.markBindingConditions()
@@ -150,18 +150,19 @@ func duplicateDeviceName(deviceSlices []*resourceapi.ResourceSlice) string {
 }
 
 // indexCounters indexes the pool's shared counters and returns their
-// totals, in index order. Any quantity is a valid total, a negative one
+// totals and the slice of each, in index order. Any quantity is a valid total, a negative one
 // too (API validation accepts it; upstream then allocates no device that
 // consumes counters of the pool). It returns why the pool is invalid,
 // or "".
-func (p *pool) indexCounters(counterSlices []*resourceapi.ResourceSlice) ([]resource.Quantity, string) {
+func (p *pool) indexCounters(counterSlices []*resourceapi.ResourceSlice) ([]resource.Quantity, []*resourceapi.ResourceSlice, string) {
 	p.counterIndex = make(map[counterKey]int)
 	setSeen := make(map[string]string)
 	var totals []resource.Quantity
+	var from []*resourceapi.ResourceSlice
 	for _, s := range counterSlices {
 		for _, cs := range s.Spec.SharedCounters {
 			if prev, dup := setSeen[cs.Name]; dup {
-				return nil, fmt.Sprintf("ResourceSlice %s: sharedCounters %s: duplicate counter set name (also in ResourceSlice %s)", s.Name, cs.Name, prev)
+				return nil, nil, fmt.Sprintf("ResourceSlice %s: sharedCounters %s: duplicate counter set name (also in ResourceSlice %s)", s.Name, cs.Name, prev)
 			}
 			setSeen[cs.Name] = s.Name
 			for _, name := range sortedKeys(cs.Counters) {
@@ -169,17 +170,18 @@ func (p *pool) indexCounters(counterSlices []*resourceapi.ResourceSlice) ([]reso
 				p.counterIndex[k] = len(p.counterNames)
 				p.counterNames = append(p.counterNames, k)
 				totals = append(totals, cs.Counters[name].Value)
+				from = append(from, s)
 			}
 		}
 	}
-	return totals, ""
+	return totals, from, ""
 }
 
 // resolveConsumptions resolves what each device of the node (and each of
 // the pool's devices elsewhere) consumes of the counters, and converts
 // all amounts to the pool's unit. It returns why the pool is invalid,
 // or "".
-func (p *pool) resolveConsumptions(totals []resource.Quantity) string {
+func (p *pool) resolveConsumptions(totals []resource.Quantity, from []*resourceapi.ResourceSlice) string {
 	resolve := func(devs []*device) ([][]counterUse, [][]resource.Quantity, string) {
 		uses := make([][]counterUse, len(devs))
 		amounts := make([][]resource.Quantity, len(devs))
@@ -200,7 +202,7 @@ func (p *pool) resolveConsumptions(totals []resource.Quantity) string {
 	if p.otherUses, otherQ, reason = resolve(p.others); reason != "" {
 		return reason
 	}
-	if reason := p.setAmounts(totals, usesQ, otherQ); reason != "" {
+	if reason := p.setAmounts(totals, from, usesQ, otherQ); reason != "" {
 		return reason
 	}
 	p.buildShapes()
