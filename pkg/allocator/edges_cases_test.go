@@ -175,6 +175,9 @@ func stableCases() []edgeCase {
 		{name: "default path: counter slice's node selector evaluated", kind: k, p: edgeProblem(def, badSelector(), exact("r", "any", 1)),
 			upstream: outcomeError, errHas: []string{"ResourceSlice p-counters: spec.nodeSelector", "must be an integer"}},
 		// Upstream visits pools in map order: it errors in some runs.
+		// The engine takes the order of first sight, upstream's most
+		// frequent one for up to 8 pools; with more, upstream's order
+		// follows hash values and cannot be matched (docs/allocator.md).
 		{name: "pools in order of first sight", kind: k, p: edgeProblem(st, poolOrder(), exact("r", "strict", 1)),
 			upstream: outcomeOK, upstreamRandom: true, devices: []string{"gpu-z"}},
 		{name: "default path: pools by name", kind: k, p: edgeProblem(def, poolOrder(), exact("r", "strict", 1)),
