@@ -36,7 +36,7 @@ type flags struct {
 	seed                                                          uint64
 	until                                                         float64
 	nodes, seeds, parallel                                        int
-	traces                                                        []string
+	traces, schedulers                                            []string
 	quiet                                                         bool
 }
 
@@ -54,6 +54,7 @@ func parse(args []string) (flags, error) {
 	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
 	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
 	traces := fs.String("traces", strings.Join(openb.PublishedTraces, ","), "openb-table: the traces to replay, comma-separated")
+	schedulers := fs.String("schedulers", "gputopo,in-tree", "openb-table: the profiles to replay, comma-separated: gputopo (gputopo-scheduler), in-tree (default-scheduler)")
 	fs.IntVar(&f.seeds, "seeds", 10, "openb-table: replay seeds 1..N of every trace")
 	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "openb-table: replays at once")
 	fs.StringVar(&f.schedulerConfig, "scheduler-config", "", "openb-table: a KubeSchedulerConfiguration file to replay instead of the shipped one (profiles default-scheduler and gputopo-scheduler)")
@@ -78,6 +79,10 @@ func parse(args []string) (flags, error) {
 		return f, fmt.Errorf("--scenario=%q: want default, openb or openb-table", f.scenario)
 	}
 	f.traces = strings.Split(*traces, ",")
+	f.schedulers = strings.Split(*schedulers, ",")
+	if _, err := tableTargets(f.schedulers); err != nil {
+		return f, err
+	}
 	if f.seeds < 1 {
 		return f, fmt.Errorf("--seeds=%d: want at least 1", f.seeds)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/gputopo/gputopo/pkg/demo/replay"
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/demo/sim"
 )
@@ -24,9 +26,13 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
+	chosen, err := tableTargets(f.schedulers)
+	if err != nil {
+		return report.Report{}, err
+	}
 	spec := sim.TableSpec{
 		Trace: openbTrace(f.openbDir), Traces: f.traces, Nodes: f.nodes,
-		Targets: targets, Parallel: f.parallel,
+		Targets: chosen, Parallel: f.parallel,
 	}
 	for s := range f.seeds {
 		spec.Seeds = append(spec.Seeds, uint64(s+1))
@@ -45,7 +51,7 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 		return report.Report{}, err
 	}
 	var names []string
-	for _, t := range targets {
+	for _, t := range chosen {
 		names = append(names, t.Name)
 	}
 	var md strings.Builder
@@ -61,6 +67,19 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 		Scenario: fmt.Sprintf("%d traces x %d seeds, %s GPU nodes; unallocated GPU %% at 100%% arrived, mean ± standard deviation over the seeds (lower is better)", len(spec.Traces), len(spec.Seeds), nodeCount(f.nodes)),
 		Notes:    []string{"Replayed in-process on kube-scheduler's own framework (package sim), each pod tried once, as the paper's simulator does. Published figures: the artifact's means over 10 seeds."},
 	}, nil
+}
+
+// tableTargets maps --schedulers' words to the replay targets.
+func tableTargets(words []string) ([]replay.Target, error) {
+	var out []replay.Target
+	for _, w := range words {
+		i := slices.IndexFunc(targets, func(t replay.Target) bool { return t.Copy == w || strings.HasPrefix(t.Name, w) })
+		if w == "" || i < 0 {
+			return nil, fmt.Errorf("--schedulers: %q is not a profile the table replays (want gputopo or in-tree)", w)
+		}
+		out = append(out, targets[i])
+	}
+	return out, nil
 }
 
 func nodeCount(n int) string {

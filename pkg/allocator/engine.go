@@ -137,6 +137,9 @@ type Result struct {
 // pile onto a node until its CPU is gone and its GPUs are stranded.
 type HostUse struct {
 	Free, Pod topology.Host
+	// Excluded is the share of future requests that may not run on this
+	// node (topology.Fragmentation), 0 when all may.
+	Excluded float64
 }
 
 // after is what the node has left once the pod runs there.

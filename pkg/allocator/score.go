@@ -228,14 +228,15 @@ func (r *run) measure(withRun bool) Quality {
 			r.fragScratch[i] = r.freeShare(i, d, withRun)
 		}
 		var host *topology.Host
+		excluded := 0.0
 		if r.host != nil {
 			h := r.host.Free
 			if withRun {
 				h = r.host.after()
 			}
-			host = &h
+			host, excluded = &h, r.host.Excluded
 		}
-		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, r.pol.Workload)
+		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
 	}
 	return q
 }

@@ -77,7 +77,10 @@ func (w Workload) Validate() error {
 // Fragmentation returns the expected number of GPUs' worth of free capacity
 // on one node that the next request cannot use, weighted by the workload.
 // free holds the free share of each GPU of the node, in [0, 1]; host what
-// the node has left of CPU and memory (nil: not counted).
+// the node has left of CPU and memory (nil: not counted); excluded the
+// share of future requests that may not run on the node at all (their
+// pods' node selector or affinity rules it out, as a GPU model
+// constraint does), in [0, 1].
 //
 // A class of one shared GPU cannot use a GPU with less free than it asks; a
 // class of whole GPUs cannot use partially free GPUs, and cannot use any GPU
@@ -85,7 +88,15 @@ func (w Workload) Validate() error {
 // GPU of a node without the CPU or memory its pods need besides: those
 // GPUs are stranded (FGD counts them the same way), which is why packing
 // GPU pods onto a node until its CPU runs out is no better than spreading.
-func Fragmentation(free []float64, host *Host, w Workload) float64 {
+//
+// Requests that may not run on the node cannot use any of its GPUs:
+// taking them as independent of the classes (a request's size says
+// nothing of where it may run), the result is the mix of the classes'
+// fragmentation over the admitted share and everything free over the
+// excluded one. This is what keeps unconstrained pods off the GPU models
+// that constrained ones need: a node few requests can use gains more
+// from being filled.
+func Fragmentation(free []float64, host *Host, excluded float64, w Workload) float64 {
 	var total, full, partial float64
 	fullCount := 0
 	for _, f := range free {
@@ -120,5 +131,6 @@ func Fragmentation(free []float64, host *Host, w Workload) float64 {
 	if weights == 0 {
 		return 0
 	}
-	return sum / weights
+	excluded = min(1, max(0, excluded))
+	return (1-excluded)*sum/weights + excluded*total
 }

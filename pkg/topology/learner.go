@@ -14,28 +14,42 @@ import (
 // classes by GPU count, share (to 1%), CPU (whole cores, rounded up) and
 // memory (GiB, rounded up), and the MaxClasses heaviest classes are kept:
 // Fragmentation's cost grows with the number of classes.
+//
+// Where requests may run is learned beside their size, as a weight per
+// placement key (an opaque encoding of the pods' node constraints, ""
+// for none), and the same number of
+// heaviest keys is kept: Fragmentation takes the two as independent.
 type Learner struct {
 	mu          sync.Mutex
 	prior       Workload
 	priorWeight float64
 	maxClasses  int
 	counts      map[TaskClass]float64
+	placements  map[string]float64
 	observed    float64
 	cached      Workload
+	cachedWhere []Placement
 	sinceBuild  int
+}
+
+// Placement is a placement key and how many requests had it.
+type Placement struct {
+	Key    string
+	Weight float64
 }
 
 // NewLearner starts from prior (which must be valid), worth priorWeight
 // requests, keeping at most maxClasses classes.
 func NewLearner(prior Workload, priorWeight float64, maxClasses int) *Learner {
-	l := &Learner{prior: prior, priorWeight: priorWeight, maxClasses: max(1, maxClasses), counts: map[TaskClass]float64{}}
-	l.cached = l.build()
+	l := &Learner{prior: prior, priorWeight: priorWeight, maxClasses: max(1, maxClasses),
+		counts: map[TaskClass]float64{}, placements: map[string]float64{}}
+	l.cached, l.cachedWhere = l.build(), l.buildPlacements()
 	return l
 }
 
-// Observe counts one arriving request; requests without GPUs and invalid
-// classes are ignored.
-func (l *Learner) Observe(c TaskClass) {
+// Observe counts one arriving request, with the key of where its pod may
+// run; requests without GPUs and invalid classes are ignored.
+func (l *Learner) Observe(c TaskClass, placement string) {
 	if c.GPUs < 1 || c.Share <= 0 || c.Share > 1 || (c.GPUs > 1 && c.Share != 1) {
 		return
 	}
@@ -48,6 +62,7 @@ func (l *Learner) Observe(c TaskClass) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.counts[key]++
+	l.placements[placement]++
 	l.observed++
 	l.sinceBuild++
 }
@@ -56,13 +71,40 @@ func (l *Learner) Observe(c TaskClass) {
 // since the last build are 2% of all seen (at least one), so that a
 // stream of requests does not pay for a sort each.
 func (l *Learner) Workload() Workload {
+	w, _ := l.Estimate()
+	return w
+}
+
+// Estimate is the current estimate of the workload and of where its
+// requests may run (heaviest first; the weights are request counts), from
+// the same build.
+func (l *Learner) Estimate() (Workload, []Placement) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sinceBuild > 0 && float64(l.sinceBuild) >= 0.02*l.observed {
-		l.cached = l.build()
+		l.cached, l.cachedWhere = l.build(), l.buildPlacements()
 		l.sinceBuild = 0
 	}
-	return l.cached
+	return l.cached, l.cachedWhere
+}
+
+// buildPlacements keeps the maxClasses heaviest placement keys. The prior
+// says nothing of placements: until requests are seen, none is known.
+func (l *Learner) buildPlacements() []Placement {
+	out := make([]Placement, 0, len(l.placements))
+	for k, w := range l.placements {
+		out = append(out, Placement{Key: k, Weight: w})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Weight != out[j].Weight {
+			return out[i].Weight > out[j].Weight
+		}
+		return out[i].Key < out[j].Key
+	})
+	if len(out) > l.maxClasses {
+		out = out[:l.maxClasses]
+	}
+	return out
 }
 
 func (l *Learner) build() Workload {

@@ -100,31 +100,40 @@ func TestFragmentation(t *testing.T) {
 	// 8 GiB, whole GPUs 8 cores and 16 GiB.
 	wHost := Workload{{GPUs: 1, Share: 0.5, Weight: 1, CPUMilli: 4000, MemoryMiB: 8192}, {GPUs: 1, Share: 1, Weight: 1, CPUMilli: 8000, MemoryMiB: 16384}}
 	tests := []struct {
-		name string
-		free []float64
-		host *Host
-		w    Workload
-		want float64
+		name     string
+		free     []float64
+		host     *Host
+		excluded float64
+		w        Workload
+		want     float64
 	}{
-		{"all free", []float64{1, 1}, nil, w, 0},
-		{"all used", []float64{0, 0}, nil, w, 0},
+		{"all free", []float64{1, 1}, nil, 0, w, 0},
+		{"all used", []float64{0, 0}, nil, 0, w, 0},
 		// 0.25 free on one GPU: unusable by both classes.
-		{"small leftover", []float64{0.25, 1}, nil, w, 0.25},
+		{"small leftover", []float64{0.25, 1}, nil, 0, w, 0.25},
 		// 0.5 free: usable by halves, not by whole GPUs.
-		{"half leftover", []float64{0.5, 0}, nil, w, 0.25},
-		{"classes without CPU needs ignore the host", []float64{1, 1}, &Host{}, w, 0},
-		{"enough CPU and memory for both", []float64{1, 1}, &Host{CPUMilli: 8000, MemoryMiB: 16384}, wHost, 0},
+		{"half leftover", []float64{0.5, 0}, nil, 0, w, 0.25},
+		{"classes without CPU needs ignore the host", []float64{1, 1}, &Host{}, 0, w, 0},
+		{"enough CPU and memory for both", []float64{1, 1}, &Host{CPUMilli: 8000, MemoryMiB: 16384}, 0, wHost, 0},
 		// Halves still fit; whole GPUs lack CPU: both free GPUs stranded for them.
-		{"CPU for halves only", []float64{1, 1}, &Host{CPUMilli: 6000, MemoryMiB: 16384}, wHost, 1},
+		{"CPU for halves only", []float64{1, 1}, &Host{CPUMilli: 6000, MemoryMiB: 16384}, 0, wHost, 1},
 		// Memory short for whole GPUs, and the half leftover is theirs to miss anyway.
-		{"memory for halves only, half leftover", []float64{0.5, 1}, &Host{CPUMilli: 8000, MemoryMiB: 10000}, wHost, 0.75},
-		{"no CPU left strands everything", []float64{0.5, 1}, &Host{MemoryMiB: 16384}, wHost, 1.5},
-		{"nothing free, nothing stranded", []float64{0, 0}, &Host{}, wHost, 0},
+		{"memory for halves only, half leftover", []float64{0.5, 1}, &Host{CPUMilli: 8000, MemoryMiB: 10000}, 0, wHost, 0.75},
+		{"no CPU left strands everything", []float64{0.5, 1}, &Host{MemoryMiB: 16384}, 0, wHost, 1.5},
+		{"nothing free, nothing stranded", []float64{0, 0}, &Host{}, 0, wHost, 0},
 		// A multi-GPU class cannot use anything on a node with too few free GPUs.
-		{"2-GPU class on one free GPU", []float64{1, 0}, nil, Workload{{GPUs: 2, Share: 1, Weight: 1}}, 1},
+		{"2-GPU class on one free GPU", []float64{1, 0}, nil, 0, Workload{{GPUs: 2, Share: 1, Weight: 1}}, 1},
+		// A quarter of the requests may not run here (say, another GPU
+		// model): both free GPUs are lost to them.
+		{"a quarter excluded", []float64{1, 1}, nil, 0.25, w, 0.5},
+		// Three quarters may run here and lose the half leftover as
+		// before (0.25), a quarter loses everything (1.5).
+		{"a quarter excluded, half leftover", []float64{0.5, 1}, nil, 0.25, w, 0.75*0.25 + 0.25*1.5},
+		{"everything excluded", []float64{0.5, 1}, nil, 1, w, 1.5},
+		{"out of range is clamped", []float64{1, 1}, nil, -3, w, 0},
 	}
 	for _, tc := range tests {
-		if got := Fragmentation(tc.free, tc.host, tc.w); math.Abs(got-tc.want) > 1e-9 {
+		if got := Fragmentation(tc.free, tc.host, tc.excluded, tc.w); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: Fragmentation = %v, want %v", tc.name, got, tc.want)
 		}
 	}

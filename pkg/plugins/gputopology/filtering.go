@@ -74,11 +74,11 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if len(toAllocate) == 0 {
 		return nil, nil
 	}
-	session, err := pl.newSession(ctx, toAllocate)
+	session, adm, err := pl.newSession(ctx, toAllocate)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	s.session = session
+	s.session, s.admission = session, adm
 	s.podHost = podHost(pod)
 	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
 	return nil, nil
@@ -94,12 +94,13 @@ func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.Cycle
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	session, err := pl.newSession(ctx, nil)
+	session, adm, err := pl.newSession(ctx, nil)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	cs.Write(stateKey, &stateData{
 		session:     session,
+		admission:   adm,
 		podHost:     podHost(pod),
 		results:     make(map[string]*allocator.Result),
 		measureOnly: true,
@@ -172,7 +173,11 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		defer cancel()
 	}
 	start := time.Now()
-	res, err := s.session.Allocate(actx, node, hostUse(nodeInfo, s.podHost))
+	host := hostUse(nodeInfo, s.podHost)
+	if host != nil {
+		host.Excluded = s.admission.excluded(node)
+	}
+	res, err := s.session.Allocate(actx, node, host)
 	observeAllocation(start, err)
 	switch {
 	case err == nil:

@@ -52,6 +52,8 @@ type GPUTopology struct {
 	// learner estimates the workload Packing measures against from the
 	// requests this profile places (nil with packing off).
 	learner *topology.Learner
+	// placements of the learned classes (where their pods may run).
+	placements placements
 
 	invMu sync.Mutex
 	inv   *allocator.Inventory
@@ -62,7 +64,7 @@ type GPUTopology struct {
 // in them, and it runs for every node of every pod).
 const (
 	learnerPrior   = 200
-	learnerClasses = 32
+	learnerClasses = 96
 )
 
 var (
@@ -125,21 +127,25 @@ func (pl *GPUTopology) Name() string { return Name }
 
 // newSession is the engine's session for the pod's claims on the current
 // slices and allocated state, measuring fragmentation against the
-// learned workload.
-func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.ResourceClaim) (*allocator.Session, error) {
+// learned workload, and which of its classes may run where (nil: all
+// anywhere).
+func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.ResourceClaim) (*allocator.Session, *admission, error) {
 	state, err := pl.allocatedState(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inv, err := pl.inventory()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, claims)
+	var adm *admission
 	if pl.learner != nil {
-		s.WithWorkload(pl.learner.Workload())
+		w, where := pl.learner.Estimate()
+		s.WithWorkload(w)
+		adm = pl.placements.admissionFor(where)
 	}
-	return s, nil
+	return s, adm, nil
 }
 
 // inventory returns an Inventory for the current slices, reusing the last

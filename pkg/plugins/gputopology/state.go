@@ -33,6 +33,8 @@ type stateData struct {
 	session *allocator.Session
 	// podHost is the CPU and memory the pod asks for besides devices.
 	podHost topology.Host
+	// admission: where the classes of the session's workload may run.
+	admission *admission
 	// measureOnly: the pod asks for no devices; the session only
 	// measures fragmentation and never refuses a node.
 	measureOnly bool
