@@ -393,3 +393,51 @@ func TestQualityRequestClass(t *testing.T) {
 		t.Errorf("fragmentation %.3f -> %.3f, want 0 -> 2 (the pod takes the CPU the class needs)", q.FragmentationBefore, q.Fragmentation)
 	}
 }
+
+// TestQualityHostPressure: a pod without devices is rated by the room its
+// CPU and memory take from the node's free GPUs (weighted into the
+// packing cost); a pod with devices is not (fragmentation rates where
+// its devices, and so its CPU, go), and a node excluded for a share of
+// the requests loses all its free GPUs to that share.
+func TestQualityHostPressure(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+	_, ctx := ktesting.NewTestContext(t)
+	f := DefaultFeatures()
+	pol := DefaultPolicy()
+	pol.Workload = topology.Workload{{GPUs: 1, Share: 1, Weight: 1}}
+	pol.HostPressure = 0.5
+	e, err := New(Options{Features: f, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 of 64 free cores: a quarter, next to 2 free GPUs.
+	host := &HostUse{Free: topology.Host{CPUMilli: 64000, MemoryMiB: 262144}, Pod: topology.Host{CPUMilli: 16000, MemoryMiB: 1024}}
+	res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), nil).Allocate(ctx, node("node-sh"), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Quality; math.Abs(q.HostPressure-0.5) > 1e-9 || math.Abs(q.PackingCost-0.25) > 1e-9 {
+		t.Errorf("no devices: host pressure %v, packing cost %v; want 0.5 (2 GPUs x 1/4) and 0.25 (weight 0.5)", q.HostPressure, q.PackingCost)
+	}
+	if s := res.Quality.PackingScore(); math.Abs(s-37.5) > 1e-9 {
+		t.Errorf("packing score %v, want 37.5", s)
+	}
+	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Quality; q.HostPressure != 0 {
+		t.Errorf("with a device: host pressure %v, want 0", q.HostPressure)
+	}
+
+	excluded := *host
+	excluded.Excluded = 0.25
+	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), nil).Allocate(ctx, node("node-sh"), &excluded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A quarter of the requests may not run here: 2 free GPUs x 1/4.
+	if q := res.Quality; math.Abs(q.Fragmentation-0.5) > 1e-9 || math.Abs(q.FragmentationBefore-0.5) > 1e-9 {
+		t.Errorf("excluded 1/4: fragmentation %v -> %v, want 0.5 -> 0.5", q.FragmentationBefore, q.Fragmentation)
+	}
+}

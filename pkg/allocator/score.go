@@ -28,6 +28,13 @@ type Quality struct {
 	MIGPlaceable, MIGPlaceableBefore float64
 	// Fragmentation of shared devices, in GPUs (topology.Fragmentation).
 	Fragmentation, FragmentationBefore float64
+	// HostPressure of the CPU and memory of a pod without devices on the
+	// node's free shared devices, in GPUs (topology.HostPressure; 0 for
+	// pods with devices and without the node's CPU and memory).
+	HostPressure float64
+	// PackingCost is what Packing minimizes: the growth of fragmentation
+	// plus the policy's HostPressure weight times HostPressure.
+	PackingCost float64
 	// Request is what the allocation takes, as a workload class: its
 	// devices, the share of a single shared device, the pod's CPU and
 	// memory (when the node's were given). GPUs is 0 for no devices.
@@ -129,6 +136,8 @@ func (r *run) evaluate() Quality {
 	q.IntactnessBefore, q.MIGPlaceableBefore, q.FragmentationBefore = r.before.Intactness, r.before.MIGPlaceable, r.before.Fragmentation
 	after := r.measure(true)
 	q.Intactness, q.MIGPlaceable, q.Fragmentation = after.Intactness, after.MIGPlaceable, after.Fragmentation
+	q.HostPressure = after.HostPressure
+	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure
 	q.WholeGPUs = after.WholeGPUs
 	q.Request = r.requestClass()
 
@@ -151,7 +160,7 @@ func (r *run) evaluate() Quality {
 		q.Score += p.Weight * (q.MIGPlaceable - q.MIGPlaceableBefore + lookaheadWeight*r.lookahead())
 	}
 	if p := r.pol.Packing; p.Enabled {
-		q.Score -= p.Weight * (q.Fragmentation - q.FragmentationBefore)
+		q.Score -= p.Weight * q.PackingCost
 	}
 	return q
 }
@@ -237,6 +246,16 @@ func (r *run) measure(withRun bool) Quality {
 			host, excluded = &h, r.host.Excluded
 		}
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
+		// Only for pods without devices: for the others, where their
+		// devices go decides where their CPU goes, and fragmentation
+		// already measures that (docs/scheduler.md).
+		if withRun && r.host != nil && len(r.picks) == 0 {
+			freeAfter := 0.0
+			for _, f := range r.fragScratch {
+				freeAfter += f
+			}
+			q.HostPressure = topology.HostPressure(freeAfter, r.host.Free, r.host.Pod)
+		}
 	}
 	return q
 }
@@ -358,12 +377,13 @@ func (q Quality) MIGScore() float64 {
 	return 100 - 25*math.Max(0, q.MIGPlaceableBefore-q.MIGPlaceable)
 }
 
-// PackingScore rates a node for the growth of shared-GPU fragmentation
-// on an absolute scale: 50 when the allocation leaves it as it was, 0
-// when it strands one more GPU's worth of free capacity (or more), 100
-// when it puts one GPU's worth back to use. It is not stretched across
+// PackingScore rates a node for the packing cost (the growth of
+// shared-GPU fragmentation, plus host pressure) on an absolute scale: 50
+// when the allocation leaves fragmentation as it was and takes no room
+// from free GPUs, 0 when it strands one more GPU's worth of free capacity
+// (or more), 100 when it puts one GPU's worth back to use. It is not stretched across
 // the candidate nodes: a few hundredths of a GPU must not outweigh the
 // spreading of CPU and memory the other plugins ask for.
 func (q Quality) PackingScore() float64 {
-	return 50 - 50*(q.Fragmentation-q.FragmentationBefore)
+	return 50 - 50*q.PackingCost
 }

@@ -23,6 +23,9 @@ type GPUTopologyArgs struct {
 	Packing allocator.PolicyPart
 	// Workload is the expected request mix Packing measures against.
 	Workload topology.Workload
+	// HostPressure weighs the free GPUs whose room a pod's CPU and memory
+	// take, within Packing.
+	HostPressure float64
 	// SearchBudget bounds the extra search steps per node.
 	SearchBudget int32
 	// FilterTimeout bounds one node's allocation; zero means no limit.
@@ -39,6 +42,7 @@ func (a *GPUTopologyArgs) Policy() allocator.Policy {
 		MIG:          a.MIG,
 		Packing:      a.Packing,
 		Workload:     a.Workload,
+		HostPressure: a.HostPressure,
 		SearchBudget: int(a.SearchBudget),
 	}
 }

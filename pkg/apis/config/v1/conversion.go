@@ -62,6 +62,7 @@ func Convert(v *GPUTopologyArgs) *config.GPUTopologyArgs {
 		Topology:       part(v.Topology),
 		MIG:            part(v.MIG),
 		Packing:        part(v.Packing),
+		HostPressure:   *v.HostPressure,
 		SearchBudget:   *v.SearchBudget,
 		FilterTimeout:  *v.FilterTimeout,
 		BindingTimeout: *v.BindingTimeout,
@@ -87,6 +88,7 @@ func (a *GPUTopologyArgs) DeepCopy() *GPUTopologyArgs {
 	if a.Workload != nil {
 		out.Workload = append([]TaskClass(nil), a.Workload...)
 	}
+	out.HostPressure = copyPtr(a.HostPressure)
 	out.SearchBudget = copyPtr(a.SearchBudget)
 	out.FilterTimeout = copyPtr(a.FilterTimeout)
 	out.BindingTimeout = copyPtr(a.BindingTimeout)

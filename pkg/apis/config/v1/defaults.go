@@ -38,6 +38,9 @@ func SetDefaults(a *GPUTopologyArgs) {
 			a.Workload = append(a.Workload, TaskClass{GPUs: int32(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
 		}
 	}
+	if a.HostPressure == nil {
+		a.HostPressure = ptr.To(d.HostPressure)
+	}
 	if a.SearchBudget == nil {
 		a.SearchBudget = ptr.To(int32(d.SearchBudget))
 	}

@@ -3,6 +3,7 @@ package validation
 
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"math"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
@@ -41,6 +42,9 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		if c.MemoryMiB < 0 {
 			errs = append(errs, field.Invalid(p.Child("memoryMiB"), c.MemoryMiB, "must not be negative"))
 		}
+	}
+	if a.HostPressure < 0 || math.IsNaN(a.HostPressure) || math.IsInf(a.HostPressure, 0) {
+		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, "must be a finite number, not negative"))
 	}
 	if a.SearchBudget < 0 {
 		errs = append(errs, field.Invalid(path.Child("searchBudget"), a.SearchBudget, "must not be negative"))

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -29,6 +30,8 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		{"bad workload", func(a *config.GPUTopologyArgs) {
 			a.Workload = topology.Workload{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}, {GPUs: 1, Share: 1, CPUMilli: -1, MemoryMiB: -1}}
 		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight", "args.workload[4].cpuMilli", "args.workload[4].memoryMiB"}},
+		{"negative host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = -0.1 }, []string{"args.hostPressure"}},
+		{"NaN host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = math.NaN() }, []string{"args.hostPressure"}},
 		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
 		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
 			a.SearchBudget = -1
