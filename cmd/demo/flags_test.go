@@ -14,6 +14,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb", "--until=0"}, "--until=0: want a percentage of the GPU capacity in (0, 130]"},
 		{[]string{"--scenario=openb", "--until=131"}, "--until=131"},
 		{[]string{"--scenario=openb", "--nodes=-1"}, "--nodes=-1"},
+		{[]string{"--scenario=openb-table", "--schedulers=gputopo,kai"}, `--schedulers: "kai" is not a profile the table replays`},
+		{[]string{"--scenario=openb-table", "--schedulers="}, `--schedulers: "" is not a profile`},
 	} {
 		_, err := parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -23,5 +25,12 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
 	if err != nil || f.until != 120 || f.nodes != 150 {
 		t.Errorf("valid flags: %+v, %v", f, err)
+	}
+	f, err = parse([]string{"--scenario=openb-table", "--schedulers=in-tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chosen, err := tableTargets(f.schedulers); err != nil || len(chosen) != 1 || chosen[0].SchedulerName != "default-scheduler" {
+		t.Errorf("--schedulers=in-tree: targets %+v, %v; want the default-scheduler profile only", chosen, err)
 	}
 }

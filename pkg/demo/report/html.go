@@ -46,6 +46,7 @@ type page struct {
 	Schedulers              []column
 	Pending                 []tableRow
 	Table                   []tableRow
+	Tables                  []Table
 	Notes                   []string
 }
 
@@ -75,6 +76,7 @@ func WriteHTML(w io.Writer, r Report) error {
 		Occupancy:   occupancy(r.Schedulers, fullWidth),
 		LinkClasses: linkClassChart(r.Schedulers, barWidth),
 		Table:       table(r, false),
+		Tables:      r.Tables,
 		Notes:       r.Notes,
 	}
 	if p.Heading == "" {

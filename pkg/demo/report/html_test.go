@@ -307,3 +307,29 @@ func TestHTMLAtOpenbScale(t *testing.T) {
 		t.Errorf("%d GPU squares, want %d", squares, 2*6212)
 	}
 }
+
+// TestWriteHTMLTableOnly: a report of tables alone (the openb table of
+// every trace) shows them, with no empty charts of schedulers it has not.
+func TestWriteHTMLTableOnly(t *testing.T) {
+	r := Report{Title: "openb table", Notes: []string{"n"}, Tables: []Table{{
+		Caption: "unallocated GPU", Head: []string{"trace", "gputopo", "FGD (published)"},
+		Rows: [][]string{{"default", "4.99 ± 0.17", "4.77"}, {"<gpuspec33>", "12.31 ± 1.19", "12.16"}},
+	}}}
+	page, doc := render(t, r)
+	if n := checkSVGsAreXML(t, page); n != 0 {
+		t.Errorf("%d inline SVGs, want none without schedulers", n)
+	}
+	var cells []string
+	walk(doc, func(n *html.Node) {
+		if n.Data == "td" && n.Parent != nil && n.Parent.Parent != nil && n.Parent.Parent.Parent != nil && attr(n.Parent.Parent.Parent, "data-table") == "extra" {
+			cells = append(cells, text(n))
+		}
+	})
+	want := []string{"default", "4.99 ± 0.17", "4.77", "<gpuspec33>", "12.31 ± 1.19", "12.16"}
+	if strings.Join(cells, "|") != strings.Join(want, "|") {
+		t.Errorf("table cells %q, want %q", cells, want)
+	}
+	if byID(doc, "unallocated") != nil || byID(doc, "occupancy") != nil {
+		t.Error("charts of schedulers shown in a report without schedulers")
+	}
+}

@@ -21,7 +21,16 @@ type Report struct {
 	Generated       time.Time
 	Schedulers      []Result // typically "gputopo" and "in-tree (first-fit)"
 	Published       []Figure // reference figures shown next to ours; may be empty
+	Tables          []Table  // further tables, each in its own section
 	Notes           []string
+}
+
+// Table is a table of its own, such as every openb trace's figure per
+// scheduler next to the published ones.
+type Table struct {
+	Caption string
+	Head    []string
+	Rows    [][]string
 }
 
 // Figure is one labelled number, such as a published reference.

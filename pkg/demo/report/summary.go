@@ -21,8 +21,39 @@ func WriteSummary(w io.Writer, r Report) error {
 	}
 	b.WriteString("\n")
 
-	// Labels left-aligned, figures right-aligned on their last digit,
-	// three spaces between columns; widths count runes, not bytes.
+	if len(r.Schedulers) > 0 {
+		writeGrid(&b, r)
+	}
+	if len(r.Published) > 0 {
+		b.WriteString("\npublished (reference)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+		for _, f := range r.Published {
+			// A tabwriter over a strings.Builder: any error surfaces in Flush.
+			_, _ = fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, t := range r.Tables {
+		if err := writeTable(&b, t); err != nil {
+			return err
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nnotes\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "  - %s\n", plain(n))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeGrid writes every figure per scheduler: labels left-aligned,
+// figures right-aligned on their last digit, three spaces between
+// columns; widths count runes, not bytes.
+func writeGrid(b *strings.Builder, r Report) {
 	grid := [][]string{append([]string{""}, names(r.Schedulers)...)}
 	for _, row := range table(r, true) {
 		grid = append(grid, append([]string{row.Label}, row.Cells...))
@@ -41,26 +72,20 @@ func WriteSummary(w io.Writer, r Report) error {
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
+}
 
-	if len(r.Published) > 0 {
-		b.WriteString("\npublished (reference)\n")
-		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-		for _, f := range r.Published {
-			// A tabwriter over a bytes.Buffer: any error surfaces in Flush.
-			_, _ = fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
+func writeTable(b *strings.Builder, t Table) error {
+	b.WriteString("\n" + plain(t.Caption) + "\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 3, ' ', 0)
+	for _, row := range append([][]string{t.Head}, t.Rows...) {
+		cells := make([]string, len(row))
+		for i, c := range row {
+			cells[i] = plain(c)
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		// A tabwriter over a strings.Builder: any error surfaces in Flush.
+		_, _ = fmt.Fprintf(tw, "  %s\n", strings.Join(cells, "\t"))
 	}
-	if len(r.Notes) > 0 {
-		b.WriteString("\nnotes\n")
-		for _, n := range r.Notes {
-			fmt.Fprintf(&b, "  - %s\n", plain(n))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return tw.Flush()
 }
 
 // plain replaces control characters (tabs, newlines, escape sequences in a

@@ -65,6 +65,22 @@ unallocated GPU @100% arrived     0.00%   0.00%
 pending: line1 line2                  3       0
 only in a                       1.5 GiB       -
 `},
+		{"a table of its own and no schedulers", Report{
+			Title: "openb table",
+			Tables: []Table{{Caption: "unallocated\tGPU", Head: []string{"trace", "gputopo", "FGD (published)"},
+				Rows: [][]string{{"default", "4.99 ± 0.17", "4.77"}, {"gpuspec33", "12.31 ± 1.19", "12.16"}}}},
+			Notes: []string{"n"},
+		}, `openb table
+
+
+unallocated GPU
+  trace       gputopo        FGD (published)
+  default     4.99 ± 0.17    4.77
+  gpuspec33   12.31 ± 1.19   12.16
+
+notes
+  - n
+`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -151,9 +151,10 @@ func Summarize(runs []Run) []Summary {
 	return out
 }
 
-// WriteMarkdown writes one row per trace: each target's mean ± standard
-// deviation over the seeds, then the published figures.
-func WriteMarkdown(w io.Writer, sums []Summary, targets []string) error {
+// Rows is the table of the summaries: a head (trace, each target, each
+// published policy) and one row per trace, each target's mean ± standard
+// deviation over the seeds next to the published figures.
+func Rows(sums []Summary, targets []string) (head []string, rows [][]string) {
 	var traces []string
 	cell := map[[2]string]Summary{}
 	for _, s := range sums {
@@ -163,12 +164,10 @@ func WriteMarkdown(w io.Writer, sums []Summary, targets []string) error {
 		}
 		cell[[2]string{s.Trace, s.Target}] = s
 	}
-	head := append([]string{"trace"}, targets...)
+	head = append([]string{"trace"}, targets...)
 	for _, p := range openb.PublishedPolicies {
 		head = append(head, p+" (published)")
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, tr := range traces {
 		row := []string{tr}
 		for _, t := range targets {
@@ -186,6 +185,17 @@ func WriteMarkdown(w io.Writer, sums []Summary, targets []string) error {
 				row = append(row, "")
 			}
 		}
+		rows = append(rows, row)
+	}
+	return head, rows
+}
+
+// WriteMarkdown writes Rows as a Markdown table.
+func WriteMarkdown(w io.Writer, sums []Summary, targets []string) error {
+	head, rows := Rows(sums, targets)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
 	}
 	_, err := io.WriteString(w, b.String())
