@@ -380,10 +380,10 @@ func (q Quality) MIGScore() float64 {
 // PackingScore rates a node for the packing cost (the growth of
 // shared-GPU fragmentation, plus host pressure) on an absolute scale: 50
 // when the allocation leaves fragmentation as it was and takes no room
-// from free GPUs, 0 when it strands one more GPU's worth of free capacity
-// (or more), 100 when it puts one GPU's worth back to use. It is not stretched across
-// the candidate nodes: a few hundredths of a GPU must not outweigh the
-// spreading of CPU and memory the other plugins ask for.
+// from free GPUs, 0 when it costs one more GPU's worth of free capacity
+// (or more), 100 when it puts one GPU's worth back to use. It is not
+// stretched across the candidate nodes: a few hundredths of a GPU must
+// not outweigh the spreading of CPU and memory the other plugins ask for.
 func (q Quality) PackingScore() float64 {
 	return 50 - 50*q.PackingCost
 }
