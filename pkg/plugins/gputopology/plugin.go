@@ -60,8 +60,10 @@ type GPUTopology struct {
 }
 
 // The configured workload counts as learnerPrior placed requests; at
-// most learnerClasses classes are kept (Fragmentation's cost is linear
-// in them, and it runs for every node of every pod).
+// most learnerClasses classes (and as many placements) are kept:
+// Fragmentation's cost is linear in them and it runs for every node of
+// every pod (about 4% of a replay's CPU at 96), while the openb traces'
+// requests fall in 119-415 classes, of which 32 covered only 67-90%.
 const (
 	learnerPrior   = 200
 	learnerClasses = 96
