@@ -16,6 +16,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb", "--nodes=-1"}, "--nodes=-1"},
 		{[]string{"--scenario=openb-table", "--schedulers=gputopo,kai"}, `--schedulers: "kai" is not a profile the table replays`},
 		{[]string{"--scenario=openb-table", "--schedulers="}, `--schedulers: "" is not a profile`},
+		{[]string{"--scenario=openb-table", "--schedulers=in"}, `--schedulers: "in" is not a profile`},
+		{[]string{"--scenario=openb-table", "--schedulers=gputopo,gputopo"}, `--schedulers: "gputopo" named twice`},
 	} {
 		_, err := parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

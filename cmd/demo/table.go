@@ -74,14 +74,22 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	}, nil
 }
 
-// tableTargets maps --schedulers' words to the replay targets.
+// tableWords names the replay targets on the command line.
+var tableWords = map[string]string{"gputopo": "gputopo", "in-tree": "intree"}
+
+// tableTargets maps --schedulers' words to the replay targets, each once.
 func tableTargets(words []string) ([]replay.Target, error) {
 	var out []replay.Target
+	seen := map[string]bool{}
 	for _, w := range words {
-		i := slices.IndexFunc(targets, func(t replay.Target) bool { return t.Copy == w || strings.HasPrefix(t.Name, w) })
-		if w == "" || i < 0 {
+		i := slices.IndexFunc(targets, func(t replay.Target) bool { return t.Copy == tableWords[w] })
+		switch {
+		case i < 0:
 			return nil, fmt.Errorf("--schedulers: %q is not a profile the table replays (want gputopo or in-tree)", w)
+		case seen[w]:
+			return nil, fmt.Errorf("--schedulers: %q named twice", w)
 		}
+		seen[w] = true
 		out = append(out, targets[i])
 	}
 	return out, nil

@@ -430,6 +430,17 @@ func TestQualityHostPressure(t *testing.T) {
 		t.Errorf("with a device: host pressure %v, want 0", q.HostPressure)
 	}
 
+	// Exclusive whole GPUs count as free GPUs too: 8 on an NVLink-pair
+	// node, a quarter of the CPU: 2 GPUs' worth, weighted 0.5.
+	pairs := []*resourceapi.ResourceSlice{pairNode("node-pairs")}
+	res, err = e.NewSession(NewInventory(pairs, f), testClasses, emptyState(), nil).Allocate(ctx, node("node-pairs"), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Quality; math.Abs(q.HostPressure-2) > 1e-9 || math.Abs(q.PackingCost-1) > 1e-9 {
+		t.Errorf("exclusive GPUs: host pressure %v, packing cost %v; want 2 and 1", q.HostPressure, q.PackingCost)
+	}
+
 	excluded := *host
 	excluded.Excluded = 0.25
 	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), nil).Allocate(ctx, node("node-sh"), &excluded)
@@ -439,5 +450,15 @@ func TestQualityHostPressure(t *testing.T) {
 	// A quarter of the requests may not run here: 2 free GPUs x 1/4.
 	if q := res.Quality; math.Abs(q.Fragmentation-0.5) > 1e-9 || math.Abs(q.FragmentationBefore-0.5) > 1e-9 {
 		t.Errorf("excluded 1/4: fragmentation %v -> %v, want 0.5 -> 0.5", q.FragmentationBefore, q.Fragmentation)
+	}
+}
+
+func TestPolicyRejectsBadHostPressure(t *testing.T) {
+	for _, v := range []float64{-0.1, math.NaN(), math.Inf(1)} {
+		pol := DefaultPolicy()
+		pol.HostPressure = v
+		if _, err := New(Options{Features: DefaultFeatures(), Policy: pol}); err == nil || !strings.Contains(err.Error(), "policy.hostPressure") {
+			t.Errorf("hostPressure %v: error %v, want one naming policy.hostPressure", v, err)
+		}
 	}
 }

@@ -100,6 +100,7 @@ type roles struct {
 	wholeGPUs []int // devices with topology that are not partitions
 	groups    *topology.Groups
 	shared    []int // allow-multiple devices with capacity
+	exclusive []int // whole GPUs that are not shared devices
 	counted   []int // pools with shared counters
 }
 
@@ -114,6 +115,8 @@ func (v *nodeView) roles() *roles {
 			}
 			if d.multi && len(d.api.Capacity) > 0 {
 				v.role.shared = append(v.role.shared, i)
+			} else if !g.Partition && g.HasTopology() {
+				v.role.exclusive = append(v.role.exclusive, i)
 			}
 		}
 		v.role.groups = topology.NewGroups(gpus)
@@ -246,18 +249,31 @@ func (r *run) measure(withRun bool) Quality {
 			host, excluded = &h, r.host.Excluded
 		}
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
-		// Only for pods without devices: for the others, where their
-		// devices go decides where their CPU goes, and fragmentation
-		// already measures that (docs/scheduler.md).
-		if withRun && r.host != nil && len(r.picks) == 0 {
-			freeAfter := 0.0
-			for _, f := range r.fragScratch {
-				freeAfter += f
-			}
-			q.HostPressure = topology.HostPressure(freeAfter, r.host.Free, r.host.Pod)
-		}
+	}
+	// Only for pods without devices: for the others, where their devices
+	// go decides where their CPU goes, and fragmentation already measures
+	// that (docs/scheduler.md).
+	if r.pol.Packing.Enabled && withRun && r.host != nil && len(r.picks) == 0 {
+		q.HostPressure = topology.HostPressure(r.freeGPUs(), r.host.Free, r.host.Pod)
 	}
 	return q
+}
+
+// freeGPUs is the node's free GPU capacity, in GPUs: the free share of
+// every shared device and every free whole GPU that is not one, so that
+// nodes of shared and of exclusive GPUs compare.
+func (r *run) freeGPUs() float64 {
+	ro := r.view.roles()
+	free := 0.0
+	for i, d := range ro.shared {
+		free += r.freeShare(i, d, true)
+	}
+	for _, d := range ro.exclusive {
+		if r.free(d, true) {
+			free++
+		}
+	}
+	return free
 }
 
 // free reports whether a device could be allocated whole right now.

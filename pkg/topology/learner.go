@@ -15,10 +15,15 @@ import (
 // memory (GiB, rounded up), and the MaxClasses heaviest classes are kept:
 // Fragmentation's cost grows with the number of classes.
 //
-// Where requests may run is learned beside their size, as a weight per
+// Where requests may run is learned beside their size, as a count per
 // placement key (an opaque encoding of the pods' node constraints, ""
-// for none), and the same number of
-// heaviest keys is kept: Fragmentation takes the two as independent.
+// for none): Fragmentation takes the two as independent. The prior
+// counts as a tenth of its weight of unconstrained requests, so that the
+// first constrained pod does not rule out every other node for all
+// requests to come. At most 4 x MaxClasses keys are remembered; the
+// lightest beyond MaxClasses are then folded into the unconstrained
+// count (a pod pinned to one node each would otherwise grow the map for
+// ever).
 type Learner struct {
 	mu          sync.Mutex
 	prior       Workload
@@ -32,10 +37,11 @@ type Learner struct {
 	sinceBuild  int
 }
 
-// Placement is a placement key and how many requests had it.
+// Placement is a constrained placement key and the share of the learned
+// requests (prior included) that had it.
 type Placement struct {
-	Key    string
-	Weight float64
+	Key   string
+	Share float64
 }
 
 // NewLearner starts from prior (which must be valid), worth priorWeight
@@ -63,6 +69,9 @@ func (l *Learner) Observe(c TaskClass, placement string) {
 	defer l.mu.Unlock()
 	l.counts[key]++
 	l.placements[placement]++
+	if len(l.placements) > 4*l.maxClasses {
+		l.foldPlacements()
+	}
 	l.observed++
 	l.sinceBuild++
 }
@@ -88,16 +97,23 @@ func (l *Learner) Estimate() (Workload, []Placement) {
 	return l.cached, l.cachedWhere
 }
 
-// buildPlacements keeps the maxClasses heaviest placement keys. The prior
-// says nothing of placements: until requests are seen, none is known.
+// buildPlacements keeps the maxClasses heaviest constrained keys, each
+// with its share of every request counted (the prior's unconstrained
+// ones included).
 func (l *Learner) buildPlacements() []Placement {
+	total := l.priorWeight / 10
+	for _, n := range l.placements {
+		total += n
+	}
 	out := make([]Placement, 0, len(l.placements))
-	for k, w := range l.placements {
-		out = append(out, Placement{Key: k, Weight: w})
+	for k, n := range l.placements {
+		if k != "" && total > 0 {
+			out = append(out, Placement{Key: k, Share: n / total})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Weight != out[j].Weight {
-			return out[i].Weight > out[j].Weight
+		if out[i].Share != out[j].Share {
+			return out[i].Share > out[j].Share
 		}
 		return out[i].Key < out[j].Key
 	})
@@ -105,6 +121,27 @@ func (l *Learner) buildPlacements() []Placement {
 		out = out[:l.maxClasses]
 	}
 	return out
+}
+
+// foldPlacements keeps the maxClasses heaviest keys and counts the
+// others as unconstrained.
+func (l *Learner) foldPlacements() {
+	keys := make([]string, 0, len(l.placements))
+	for k := range l.placements {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if a, b := l.placements[keys[i]], l.placements[keys[j]]; a != b {
+			return a > b
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys[min(len(keys), l.maxClasses):] {
+		l.placements[""] += l.placements[k]
+		delete(l.placements, k)
+	}
 }
 
 func (l *Learner) build() Workload {

@@ -1,6 +1,10 @@
 package topology
 
-import "testing"
+import (
+	"fmt"
+	"math"
+	"testing"
+)
 
 func TestLearnerStartsFromThePriorAndFollowsArrivals(t *testing.T) {
 	prior := Workload{{GPUs: 1, Share: 1, Weight: 1}}
@@ -47,23 +51,36 @@ func TestLearnerIgnoresInvalidRequests(t *testing.T) {
 }
 
 func TestLearnerPlacements(t *testing.T) {
-	l := NewLearner(Workload{{GPUs: 1, Share: 1, Weight: 1}}, 4, 2)
+	l := NewLearner(Workload{{GPUs: 1, Share: 1, Weight: 1}}, 20, 2)
 	for range 6 {
 		l.Observe(TaskClass{GPUs: 1, Share: 1}, "t4")
 	}
 	l.Observe(TaskClass{GPUs: 1, Share: 0.5}, "v100")
+	l.Observe(TaskClass{GPUs: 1, Share: 0.5}, "a10")
 	l.Observe(TaskClass{GPUs: 0, Share: 1}, "ignored")
-	w, where := l.Estimate()
-	if len(w) != 2 {
-		t.Errorf("classes %+v, want 2", w)
-	}
-	want := []Placement{{Key: "t4", Weight: 6}, {Key: "v100", Weight: 1}}
+	// 8 requests seen and the prior's 2 (a tenth of 20), unconstrained.
+	_, where := l.Estimate()
+	want := []Placement{{Key: "t4", Share: 0.6}, {Key: "a10", Share: 0.1}}
 	if len(where) != len(want) || where[0] != want[0] || where[1] != want[1] {
-		t.Errorf("placements %+v, want %+v: observed ones only (not the prior), heaviest first, invalid requests ignored", where, want)
+		t.Errorf("placements %+v, want %+v: constrained keys only, shares of all requests and the prior, the 2 heaviest, invalid requests ignored", where, want)
 	}
-	l.Observe(TaskClass{GPUs: 1, Share: 1}, "")
-	l.Observe(TaskClass{GPUs: 1, Share: 1}, "")
-	if _, where := l.Estimate(); len(where) != 2 || where[1].Key != "" {
-		t.Errorf("placements %+v, want the 2 heaviest: t4, then unconstrained", where)
+}
+
+// TestLearnerPlacementsBounded: pods pinned to one node each do not grow
+// the learner for ever; the folded ones count as unconstrained.
+func TestLearnerPlacementsBounded(t *testing.T) {
+	l := NewLearner(Workload{{GPUs: 1, Share: 1, Weight: 1}}, 0, 4)
+	for range 3 {
+		l.Observe(TaskClass{GPUs: 1, Share: 1}, "pool-a")
+	}
+	for i := range 1000 {
+		l.Observe(TaskClass{GPUs: 1, Share: 1}, fmt.Sprintf("node-%d", i))
+	}
+	if n := len(l.placements); n > 4*4+1 {
+		t.Errorf("%d placement keys remembered, want at most 17", n)
+	}
+	_, where := l.Estimate()
+	if len(where) == 0 || where[0].Key != "pool-a" || math.Abs(where[0].Share-3.0/1003) > 1e-9 {
+		t.Errorf("placements %+v, want pool-a first with 3 of 1003 requests", where)
 	}
 }

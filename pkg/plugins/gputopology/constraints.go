@@ -2,6 +2,8 @@ package gputopology
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,28 +13,33 @@ import (
 )
 
 // placements remembers where the pods behind the learned workload may
-// run: their nodeSelector and required node affinity (how pods ask for a
-// GPU model, a zone or a pool of nodes), keyed by a canonical encoding.
-// Fragmentation then counts a node's free GPUs as lost to the requests
-// that may not run there, so unconstrained pods stop filling the nodes
-// that constrained ones need.
+// run: their nodeSelector and required node affinity (the way pods ask
+// for a node pool, a zone, or a GPU model by its node label), keyed by a
+// canonical encoding. Fragmentation then counts a node's free GPUs as
+// lost to the requests that may not run there, so unconstrained pods stop
+// filling the nodes that constrained ones need. Constraints written as
+// device selectors in claims (CEL on productName) are not learned.
 type placements struct {
 	mu    sync.Mutex
 	byKey map[string]nodeaffinity.RequiredNodeAffinity
+	// last is the admission of the learner's last build, reused (with
+	// its per-node results) while the learner reports the same build.
+	last *admission
 }
 
 // placementKey is the canonical encoding of the pod's required placement,
-// "" when it has none.
+// "" when it has none: equal constraints written in another order (terms,
+// requirements, values) get the same key.
 func placementKey(pod *v1.Pod) string {
 	aff := pod.Spec.Affinity
 	var required *v1.NodeSelector
-	if aff != nil && aff.NodeAffinity != nil {
-		required = aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if aff != nil && aff.NodeAffinity != nil && aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		required = canonicalSelector(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 	}
 	if len(pod.Spec.NodeSelector) == 0 && required == nil {
 		return ""
 	}
-	// encoding/json sorts map keys: equal constraints encode equally.
+	// encoding/json sorts map keys.
 	key, err := json.Marshal(struct {
 		Selector map[string]string `json:"s,omitempty"`
 		Required *v1.NodeSelector  `json:"r,omitempty"`
@@ -41,6 +48,34 @@ func placementKey(pod *v1.Pod) string {
 		return "" // cannot happen for these types; unconstrained is safe
 	}
 	return string(key)
+}
+
+// canonicalSelector sorts a copy's values, requirements and terms.
+func canonicalSelector(in *v1.NodeSelector) *v1.NodeSelector {
+	out := in.DeepCopy()
+	terms := make([]string, 0, len(out.NodeSelectorTerms))
+	byTerm := map[string]v1.NodeSelectorTerm{}
+	for _, term := range out.NodeSelectorTerms {
+		for _, reqs := range [][]v1.NodeSelectorRequirement{term.MatchExpressions, term.MatchFields} {
+			for i := range reqs {
+				slices.Sort(reqs[i].Values)
+			}
+			slices.SortFunc(reqs, func(a, b v1.NodeSelectorRequirement) int {
+				return strings.Compare(a.Key+"\x00"+string(a.Operator)+"\x00"+strings.Join(a.Values, "\x00"),
+					b.Key+"\x00"+string(b.Operator)+"\x00"+strings.Join(b.Values, "\x00"))
+			})
+		}
+		enc, _ := json.Marshal(term)
+		terms = append(terms, string(enc))
+		byTerm[string(enc)] = term
+	}
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	out.NodeSelectorTerms = out.NodeSelectorTerms[:0]
+	for _, t := range terms {
+		out.NodeSelectorTerms = append(out.NodeSelectorTerms, byTerm[t])
+	}
+	return out
 }
 
 // remember records the pod's placement and returns its key.
@@ -60,40 +95,46 @@ func (p *placements) remember(pod *v1.Pod) string {
 	return key
 }
 
-// rememberedPlacements bounds the placements kept: past it, those the
-// learner no longer reports are forgotten. It is well above what the
-// learner keeps, so that a key observed since the learner's last build
-// is usually still here when a build brings it in.
+// rememberedPlacements bounds the matchers kept: past it, those of keys
+// the learner's last build does not report are forgotten. The learner
+// remembers at most 4 x learnerClasses keys, so this is reached only
+// when it folds keys away.
 const rememberedPlacements = 4 * learnerClasses
 
-// admission is, for one pod's cycle, the constrained placements of the
-// learned workload with their share of the requests.
+// admission is the constrained placements of one learner build with
+// their shares, and what they exclude per node.
 type admission struct {
+	where    []topology.Placement // the build it was made for
 	matchers []nodeaffinity.RequiredNodeAffinity
 	shares   []float64
+	perNode  sync.Map // node name -> nodeExclusion
+}
+
+// nodeExclusion is a node's excluded share, valid for that node object
+// (informers replace the object when its labels change).
+type nodeExclusion struct {
+	node     *v1.Node
+	excluded float64
 }
 
 // admissionFor prepares the exclusion measure for the learner's
-// placements; nil when none is constrained. A key the plugin does not
-// remember (forgotten, or observed by an earlier process) counts as
-// unconstrained.
+// placements (constrained keys with their shares); nil when there is
+// none. A key whose matcher is not remembered (folded away, or learned
+// before a restart of the learner's process) excludes nothing.
 func (p *placements) admissionFor(where []topology.Placement) *admission {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var total float64
-	for _, pl := range where {
-		total += pl.Weight
+	if p.last != nil && sameBuild(p.last.where, where) {
+		return p.last
 	}
-	a := &admission{}
+	a := &admission{where: where}
 	used := make(map[string]bool, len(where))
 	for _, pl := range where {
-		m, ok := p.byKey[pl.Key]
-		if pl.Key == "" || !ok || total <= 0 {
-			continue
+		if m, ok := p.byKey[pl.Key]; ok {
+			used[pl.Key] = true
+			a.matchers = append(a.matchers, m)
+			a.shares = append(a.shares, pl.Share)
 		}
-		used[pl.Key] = true
-		a.matchers = append(a.matchers, m)
-		a.shares = append(a.shares, pl.Weight/total)
 	}
 	if len(p.byKey) > rememberedPlacements {
 		for key := range p.byKey {
@@ -103,16 +144,27 @@ func (p *placements) admissionFor(where []topology.Placement) *admission {
 		}
 	}
 	if len(a.matchers) == 0 {
-		return nil
+		a = nil
 	}
+	p.last = a
 	return a
 }
 
+// sameBuild: the learner hands out the same slice until it rebuilds.
+func sameBuild(a, b []topology.Placement) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 // excluded is the share of the learned requests whose pods may not run
-// on node.
+// on node, computed once per node object and learner build.
 func (a *admission) excluded(node *v1.Node) float64 {
 	if a == nil {
 		return 0
+	}
+	if v, ok := a.perNode.Load(node.Name); ok {
+		if e := v.(nodeExclusion); e.node == node {
+			return e.excluded
+		}
 	}
 	var out float64
 	for i := range a.matchers {
@@ -122,5 +174,6 @@ func (a *admission) excluded(node *v1.Node) float64 {
 			out += a.shares[i]
 		}
 	}
+	a.perNode.Store(node.Name, nodeExclusion{node: node, excluded: out})
 	return out
 }

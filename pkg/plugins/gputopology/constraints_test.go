@@ -28,6 +28,11 @@ func TestPlacementKey(t *testing.T) {
 	if placementKey(selected) != placementKey(sameSelected) {
 		t.Errorf("equal nodeSelectors in another order got different keys: %q, %q", placementKey(selected), placementKey(sameSelected))
 	}
+	reordered := st.MakePod().Name("p").NodeAffinityIn("gpu-model", []string{"V100", "A10"}, st.NodeSelectorTypeMatchExpressions).Obj()
+	ordered := st.MakePod().Name("p").NodeAffinityIn("gpu-model", []string{"A10", "V100"}, st.NodeSelectorTypeMatchExpressions).Obj()
+	if placementKey(reordered) != placementKey(ordered) {
+		t.Errorf("the same values in another order got different keys: %q, %q", placementKey(reordered), placementKey(ordered))
+	}
 	if placementKey(t4) == placementKey(v100) || placementKey(t4) == "" {
 		t.Errorf("different required affinities must have different, non-empty keys: %q, %q", placementKey(t4), placementKey(v100))
 	}
@@ -38,12 +43,12 @@ func TestAdmission(t *testing.T) {
 	t4Pod := st.MakePod().Name("a").NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj()
 	v100Pod := st.MakePod().Name("b").NodeAffinityIn("gpu-model", []string{"V100", "A10"}, st.NodeSelectorTypeMatchExpressions).Obj()
 	t4Key, v100Key := p.remember(t4Pod), p.remember(v100Pod)
-	adm := p.admissionFor([]topology.Placement{
-		{Key: "", Weight: 4},          // unconstrained: runs anywhere
-		{Key: t4Key, Weight: 3},       // T4 only
-		{Key: v100Key, Weight: 2},     // V100 or A10
-		{Key: "forgotten", Weight: 1}, // not remembered: counts as unconstrained
-	})
+	where := []topology.Placement{
+		{Key: t4Key, Share: 0.3},       // T4 only
+		{Key: v100Key, Share: 0.2},     // V100 or A10
+		{Key: "forgotten", Share: 0.1}, // not remembered: excludes nothing
+	}
+	adm := p.admissionFor(where)
 	tests := []struct {
 		node *v1.Node
 		want float64
@@ -57,7 +62,15 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("node %s: excluded %v, want %v", tc.node.Name, got, tc.want)
 		}
 	}
-	if got := p.admissionFor([]topology.Placement{{Key: "", Weight: 1}}); got != nil {
+	if again := p.admissionFor(where); again != adm {
+		t.Error("the same learner build got a new admission: its per-node results are lost")
+	}
+	// The node's result is kept for that node object only.
+	relabeled := st.MakeNode().Name("t4").Label("gpu-model", "V100").Obj()
+	if got := adm.excluded(relabeled); math.Abs(got-0.3) > 1e-9 {
+		t.Errorf("node t4 relabeled V100: excluded %v, want 0.3 (its old result must not be reused)", got)
+	}
+	if got := p.admissionFor([]topology.Placement{{Key: "forgotten", Share: 1}}); got != nil {
 		t.Errorf("no constrained placement: admission %+v, want nil (nothing excluded anywhere)", got)
 	}
 	var none *admission
@@ -74,7 +87,7 @@ func TestPlacementsBounded(t *testing.T) {
 	for i := range 3 * rememberedPlacements {
 		p.remember(st.MakePod().Name("p").NodeSelector(map[string]string{"kubernetes.io/hostname": string(rune('a'+i%26)) + string(rune('0'+i))}).Obj())
 	}
-	p.admissionFor([]topology.Placement{{Key: "", Weight: 1}})
+	p.admissionFor(nil)
 	if n := len(p.byKey); n != 0 {
 		t.Errorf("after a workload using none of them, %d placements kept, want 0", n)
 	}

@@ -2,8 +2,9 @@
 package validation
 
 import (
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"math"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
