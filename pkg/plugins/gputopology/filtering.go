@@ -173,6 +173,8 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		defer cancel()
 	}
 	start := time.Now()
+	// A node that reports no allocatable CPU or memory (nil host) is
+	// measured without them, and without learned placements too.
 	host := hostUse(nodeInfo, s.podHost)
 	if host != nil {
 		host.Excluded = s.admission.excluded(node)

@@ -1,0 +1,79 @@
+package gputopology
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+)
+
+// mixedSlice publishes one exclusive GPU (gpu-0) and one shared GPU
+// (gpu-1, 80Gi of memory for shares) on nodeName.
+func mixedSlice(nodeName string) *resourceapi.ResourceSlice {
+	s := gpuSlice(nodeName, 2, func(int) string { return "" })
+	s.Spec.Devices[1].AllowMultipleAllocations = ptr.To(true)
+	s.Spec.Devices[1].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		"memory": {Value: resource.MustParse("80Gi")},
+	}
+	return s
+}
+
+func modelNode(name, model string) *v1.Node {
+	return st.MakeNode().Name(name).Label("kubernetes.io/hostname", name).Label("gpu-model", model).
+		Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi"}).Obj()
+}
+
+// TestLearnedPlacementExcludesNodes: the whole path from a reserved
+// pod's node affinity to the fragmentation Filter measures. After pods
+// pinned to T4 nodes are reserved, a G2 node's free GPUs count as lost to
+// their share of the learned requests, and a T4 node's do not.
+func TestLearnedPlacementExcludesNodes(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{modelNode("node-t4", "T4"), modelNode("node-g2", "G2")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{mixedSlice("node-t4"), mixedSlice("node-g2")},
+		claims:  []*resourceapi.ResourceClaim{claim("pinned", 1).Obj()},
+	})
+	const pinned = 3
+	for i := range pinned {
+		pod := podWithClaims(fmt.Sprintf("pinned-%d", i), "pinned")
+		pod.Spec.Affinity = st.MakePod().NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj().Spec.Affinity
+		cs := env.scheduleUpTo(pod, "node-t4")
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-t4"); !status.IsSuccess() {
+			t.Fatalf("Reserve %s: %v", pod.Name, status)
+		}
+		env.pl.Unreserve(env.tCtx, cs, pod, "node-t4")
+	}
+
+	free := podWithClaims("cpu-only")
+	cs := framework.NewCycleState()
+	if _, status := env.pl.PreFilter(env.tCtx, cs, free, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	before := map[string]float64{}
+	for _, n := range []string{"node-t4", "node-g2"} {
+		if status := env.pl.Filter(env.tCtx, cs, free, env.nodes[n]); !status.IsSuccess() {
+			t.Fatalf("Filter %s: %v", n, status)
+		}
+		q, ok := NodeQuality(cs, n)
+		if !ok {
+			t.Fatalf("no quality measured on %s", n)
+		}
+		before[n] = q.FragmentationBefore
+	}
+	// node-t4 excludes nothing: its figure is the classes' own. On
+	// node-g2 the pinned requests' share (against the prior's
+	// unconstrained ones, a tenth of learnerPrior) loses its one free
+	// shared GPU: share x 1 + (1 - share) x the classes' figure.
+	share := float64(pinned) / (pinned + learnerPrior/10)
+	want := share*1 + (1-share)*before["node-t4"]
+	if got := before["node-g2"]; math.Abs(got-want) > 1e-9 || before["node-t4"] >= 1 {
+		t.Errorf("fragmentation node-g2 %v, node-t4 %v; want node-g2 %v (the T4-pinned share of the requests loses node-g2's free GPU)", got, before["node-t4"], want)
+	}
+}
