@@ -394,11 +394,12 @@ func TestQualityRequestClass(t *testing.T) {
 	}
 }
 
-// TestQualityHostPressure: a pod without devices is rated by the room its
-// CPU and memory take from the node's free GPUs (weighted into the
-// packing cost); a pod with devices is not (fragmentation rates where
-// its devices, and so its CPU, go), and a node excluded for a share of
-// the requests loses all its free GPUs to that share.
+// TestQualityHostPressure: a pod without devices, or with a share of one
+// GPU, is rated by the room its CPU and memory take from the node's free
+// GPUs beyond the GPU it takes (weighted into the packing cost); a pod
+// with whole GPUs is not (fragmentation's classes rate it), and a node
+// excluded for a share of the requests loses all its free GPUs to that
+// share.
 func TestQualityHostPressure(t *testing.T) {
 	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
 	_, ctx := ktesting.NewTestContext(t)
@@ -422,12 +423,22 @@ func TestQualityHostPressure(t *testing.T) {
 	if s := res.Quality.PackingScore(); math.Abs(s-37.5) > 1e-9 {
 		t.Errorf("packing score %v, want 37.5", s)
 	}
-	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), host)
+	// Half of an 80Gi GPU is a quarter of the 2 free GPUs; 32 of 64 cores
+	// is half the CPU: a quarter too much, next to 1.5 GPUs left.
+	heavy := &HostUse{Free: host.Free, Pod: topology.Host{CPUMilli: 32000, MemoryMiB: 1024}}
+	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), heavy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Quality; math.Abs(q.HostPressure-0.375) > 1e-9 {
+		t.Errorf("a share with CPU out of proportion: host pressure %v, want 0.375", q.HostPressure)
+	}
+	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "80Gi")}).Allocate(ctx, node("node-sh"), heavy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if q := res.Quality; q.HostPressure != 0 {
-		t.Errorf("with a device: host pressure %v, want 0", q.HostPressure)
+		t.Errorf("a whole GPU: host pressure %v, want 0 (fragmentation's classes rate it)", q.HostPressure)
 	}
 
 	// Exclusive whole GPUs count as free GPUs too: 8 on an NVLink-pair

@@ -28,9 +28,10 @@ type Quality struct {
 	MIGPlaceable, MIGPlaceableBefore float64
 	// Fragmentation of shared devices, in GPUs (topology.Fragmentation).
 	Fragmentation, FragmentationBefore float64
-	// HostPressure of the CPU and memory of a pod without devices on the
-	// node's free shared devices, in GPUs (topology.HostPressure; 0 for
-	// pods with devices and without the node's CPU and memory).
+	// HostPressure of the CPU and memory of a pod without devices or with
+	// a share of one GPU on the node's free GPUs, in GPUs
+	// (topology.HostPressure; 0 for pods with whole GPUs and without the
+	// node's CPU and memory).
 	HostPressure float64
 	// PackingCost is what Packing minimizes: the growth of fragmentation
 	// plus the policy's HostPressure weight times HostPressure.
@@ -250,11 +251,11 @@ func (r *run) measure(withRun bool) Quality {
 		}
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
 	}
-	// Only for pods without devices: for the others, where their devices
-	// go decides where their CPU goes, and fragmentation already measures
-	// that (docs/scheduler.md).
-	if r.pol.Packing.Enabled && withRun && r.host != nil && len(r.picks) == 0 {
-		q.HostPressure = topology.HostPressure(r.freeGPUs(), r.host.Free, r.host.Pod)
+	// Pods with whole GPUs are left to fragmentation's classes: pressure
+	// on them broke up the free nodes that 8-GPU pods need
+	// (docs/scheduler.md).
+	if r.pol.Packing.Enabled && withRun && r.host != nil && r.sharesAtMostOneGPU() {
+		q.HostPressure = topology.HostPressure(r.freeGPUs(false), r.freeGPUs(true), r.host.Free, r.host.Pod)
 	}
 	return q
 }
@@ -262,18 +263,28 @@ func (r *run) measure(withRun bool) Quality {
 // freeGPUs is the node's free GPU capacity, in GPUs: the free share of
 // every shared device and every free whole GPU that is not one, so that
 // nodes of shared and of exclusive GPUs compare.
-func (r *run) freeGPUs() float64 {
+func (r *run) freeGPUs(withRun bool) float64 {
 	ro := r.view.roles()
 	free := 0.0
 	for i, d := range ro.shared {
-		free += r.freeShare(i, d, true)
+		free += r.freeShare(i, d, withRun)
 	}
 	for _, d := range ro.exclusive {
-		if r.free(d, true) {
+		if r.free(d, withRun) {
 			free++
 		}
 	}
 	return free
+}
+
+// sharesAtMostOneGPU: the run takes no device, or a share of one shared
+// device.
+func (r *run) sharesAtMostOneGPU() bool {
+	if len(r.picks) == 0 {
+		return true
+	}
+	c := r.requestClass()
+	return c.GPUs == 0 || (c.GPUs == 1 && c.Share < 1)
 }
 
 // free reports whether a device could be allocated whole right now.

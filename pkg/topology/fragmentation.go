@@ -76,15 +76,17 @@ func (w Workload) Validate() error {
 
 // HostPressure is how many of a node's free GPUs a pod's CPU and memory
 // take the room of: the GPUs left free once the pod runs (freeAfter),
-// times the largest share of the node's free CPU or memory (free, before
-// the pod) that the pod takes. Fragmentation counts GPUs stranded once a
-// node has too little CPU or memory for a class; this is the smooth part
-// of the same loss: where CPU is nearly all asked for (81-91% on the
-// openb traces at full GPU demand) every core taken from a node with free
-// GPUs brings that node closer to stranding them, and a core taken from a
-// node whose GPUs are all in use costs nothing. 0 when the node reports
-// no free CPU or memory (nothing left to take).
-func HostPressure(freeAfter float64, free, pod Host) float64 {
+// times how much more of the node's free CPU or memory (free, before the
+// pod; the larger share) the pod takes than of its free GPU capacity
+// (freeBefore less freeAfter, over freeBefore). Fragmentation counts GPUs
+// stranded once a node has too little CPU or memory for a class; this is
+// the smooth part of the same loss: where CPU is nearly all asked for
+// (81-91% on the openb traces at full GPU demand), a pod that takes a
+// node's cores out of proportion to its GPUs brings the node closer to
+// stranding the rest, while one in proportion, or one on a node whose
+// GPUs are all in use, costs nothing. 0 when the node reports no free
+// CPU or memory (nothing left to take).
+func HostPressure(freeBefore, freeAfter float64, free, pod Host) float64 {
 	share := 0.0
 	if free.CPUMilli > 0 {
 		share = float64(pod.CPUMilli) / float64(free.CPUMilli)
@@ -92,7 +94,11 @@ func HostPressure(freeAfter float64, free, pod Host) float64 {
 	if free.MemoryMiB > 0 {
 		share = max(share, float64(pod.MemoryMiB)/float64(free.MemoryMiB))
 	}
-	return freeAfter * min(1, share)
+	gpuShare := 0.0
+	if freeBefore > 0 {
+		gpuShare = (freeBefore - freeAfter) / freeBefore
+	}
+	return freeAfter * max(0, min(1, share)-gpuShare)
 }
 
 // Fragmentation returns the expected number of GPUs' worth of free capacity

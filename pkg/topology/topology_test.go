@@ -173,20 +173,25 @@ func TestGroupsMatchIntactness(t *testing.T) {
 
 func TestHostPressure(t *testing.T) {
 	tests := []struct {
-		name      string
-		freeAfter float64
-		free, pod Host
-		want      float64
+		name                  string
+		freeBefore, freeAfter float64
+		free, pod             Host
+		want                  float64
 	}{
-		{"no free GPUs: nothing to strand", 0, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 4000}, 0},
-		{"half the CPU next to 4 free GPUs", 4, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 4000, MemoryMiB: 1024}, 2},
-		{"memory the larger share", 2, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 1000, MemoryMiB: 6144}, 1.5},
-		{"more than is left counts once", 3, Host{CPUMilli: 1000, MemoryMiB: 1024}, Host{CPUMilli: 4000}, 3},
-		{"nothing left to take", 3, Host{}, Host{CPUMilli: 4000}, 0},
-		{"a pod without CPU or memory", 3, Host{CPUMilli: 1000, MemoryMiB: 1024}, Host{}, 0},
+		{"no free GPUs: nothing to strand", 0, 0, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 4000}, 0},
+		{"half the CPU next to 4 free GPUs", 4, 4, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 4000, MemoryMiB: 1024}, 2},
+		{"memory the larger share", 2, 2, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 1000, MemoryMiB: 6144}, 1.5},
+		{"more than is left counts once", 3, 3, Host{CPUMilli: 1000, MemoryMiB: 1024}, Host{CPUMilli: 4000}, 3},
+		{"nothing left to take", 3, 3, Host{}, Host{CPUMilli: 4000}, 0},
+		{"a pod without CPU or memory", 3, 3, Host{CPUMilli: 1000, MemoryMiB: 1024}, Host{}, 0},
+		// Half of the CPU for a quarter of the free GPU: a quarter too
+		// much, next to the 3 GPUs left.
+		{"CPU out of proportion to the GPU taken", 4, 3, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 4000}, 0.75},
+		{"CPU in proportion to the GPU taken", 4, 3, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 2000}, 0},
+		{"more GPU than CPU taken", 4, 2, Host{CPUMilli: 8000, MemoryMiB: 8192}, Host{CPUMilli: 1000}, 0},
 	}
 	for _, tc := range tests {
-		if got := HostPressure(tc.freeAfter, tc.free, tc.pod); math.Abs(got-tc.want) > 1e-9 {
+		if got := HostPressure(tc.freeBefore, tc.freeAfter, tc.free, tc.pod); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: HostPressure = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -23,8 +23,8 @@ type GPUTopologyArgs struct {
 	Packing allocator.PolicyPart
 	// Workload is the expected request mix Packing measures against.
 	Workload topology.Workload
-	// HostPressure weighs the free GPUs whose room a pod's CPU and memory
-	// take, within Packing.
+	// HostPressure weighs the free GPUs whose room the CPU and memory of
+	// a CPU-only pod or a GPU share take, within Packing.
 	HostPressure float64
 	// SearchBudget bounds the extra search steps per node.
 	SearchBudget int32

@@ -24,9 +24,10 @@ type GPUTopologyArgs struct {
 	// Workload: the expected mix of requests Packing measures against.
 	// Default: a summary of the openb production trace.
 	Workload []TaskClass `json:"workload,omitempty"`
-	// HostPressure: within Packing, how much the GPUs a pod's CPU and
-	// memory take the room of count next to the growth of fragmentation
-	// (docs/scheduler.md). Default 0.2; 0 measures fragmentation alone.
+	// HostPressure: within Packing, how much the free GPUs whose room the
+	// CPU and memory of a CPU-only pod or a GPU share take count next to
+	// the growth of fragmentation (docs/scheduler.md). Default 0.2; 0
+	// measures fragmentation alone.
 	HostPressure *float64 `json:"hostPressure,omitempty"`
 	// SearchBudget: extra search steps per node after the first feasible
 	// allocation. Default 20000; 0 returns the first allocation found.
