@@ -140,10 +140,10 @@ func (r *run) evaluate() Quality {
 	q.IntactnessBefore, q.MIGPlaceableBefore, q.FragmentationBefore = r.before.Intactness, r.before.MIGPlaceable, r.before.Fragmentation
 	after := r.measure(true)
 	q.Intactness, q.MIGPlaceable, q.Fragmentation = after.Intactness, after.MIGPlaceable, after.Fragmentation
-	q.HostPressure = after.HostPressure
-	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure
 	q.WholeGPUs = after.WholeGPUs
 	q.Request = r.requestClass()
+	q.HostPressure = r.hostPressure(q.Request)
+	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure
 
 	cost := 0
 	for c := range r.picks {
@@ -251,13 +251,22 @@ func (r *run) measure(withRun bool) Quality {
 		}
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
 	}
-	// Pods with whole GPUs are left to fragmentation's classes: pressure
-	// on them broke up the free nodes that 8-GPU pods need
-	// (docs/scheduler.md).
-	if r.pol.Packing.Enabled && withRun && r.host != nil && r.sharesAtMostOneGPU() {
-		q.HostPressure = topology.HostPressure(r.freeGPUs(false), r.freeGPUs(true), r.host.Free, r.host.Pod)
-	}
 	return q
+}
+
+// hostPressure is topology.HostPressure of a run that takes no device or
+// a share of one shared device (req, its class). Pods with whole GPUs are
+// left to fragmentation's classes: pressure on them broke up the free
+// nodes that 8-GPU pods need (docs/scheduler.md). The free GPUs before
+// the run are the same for every solution on the node: counted once.
+func (r *run) hostPressure(req topology.TaskClass) float64 {
+	if !r.pol.Packing.Enabled || r.host == nil || (req.GPUs != 0 && (req.GPUs != 1 || req.Share >= 1)) {
+		return 0
+	}
+	if r.gpusBefore < 0 {
+		r.gpusBefore = r.freeGPUs(false)
+	}
+	return topology.HostPressure(r.gpusBefore, r.freeGPUs(true), r.host.Free, r.host.Pod)
 }
 
 // freeGPUs is the node's free GPU capacity, in GPUs: the free share of
@@ -275,16 +284,6 @@ func (r *run) freeGPUs(withRun bool) float64 {
 		}
 	}
 	return free
-}
-
-// sharesAtMostOneGPU: the run takes no device, or a share of one shared
-// device.
-func (r *run) sharesAtMostOneGPU() bool {
-	if len(r.picks) == 0 {
-		return true
-	}
-	c := r.requestClass()
-	return c.GPUs == 0 || (c.GPUs == 1 && c.Share < 1)
 }
 
 // free reports whether a device could be allocated whole right now.

@@ -64,6 +64,8 @@ type run struct {
 	explored int
 	best     *solution
 	before   *Quality
+	// gpusBefore caches freeGPUs(false) for host pressure; -1 unknown.
+	gpusBefore float64
 	// setBefore caches setPlaceable without the run, per pool and set.
 	setBefore map[[2]int]float64
 	// Scratch space for scoring, reused across leaves.
@@ -84,16 +86,17 @@ type pick struct {
 func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*run, error) {
 	r := &run{
 		s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy,
-		owners:    make([][]int32, len(view.devices)),
-		exclusive: make([]int8, len(view.devices)),
-		holding:   make([]int8, len(view.devices)),
-		used:      make([][]int64, len(view.pools)),
-		sel:       make([][]int8, len(s.reqs)),
-		cons:      make([][]constraint, len(s.plans)),
-		picks:     make([][]pick, len(s.plans)),
-		allDevs:   make([][]int, len(s.reqs)),
-		num:       make([]int, len(s.reqs)),
-		curSub:    make([][]int, len(s.plans)),
+		owners:     make([][]int32, len(view.devices)),
+		exclusive:  make([]int8, len(view.devices)),
+		holding:    make([]int8, len(view.devices)),
+		used:       make([][]int64, len(view.pools)),
+		sel:        make([][]int8, len(s.reqs)),
+		cons:       make([][]constraint, len(s.plans)),
+		picks:      make([][]pick, len(s.plans)),
+		allDevs:    make([][]int, len(s.reqs)),
+		num:        make([]int, len(s.reqs)),
+		curSub:     make([][]int, len(s.plans)),
+		gpusBefore: -1,
 	}
 	if s.workload != nil {
 		r.pol.Workload = s.workload

@@ -24,18 +24,15 @@ func WriteSummary(w io.Writer, r Report) error {
 	if len(r.Schedulers) > 0 {
 		writeGrid(&b, r)
 	}
+	tables := r.Tables
 	if len(r.Published) > 0 {
-		b.WriteString("\npublished (reference)\n")
-		tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+		refs := Table{Caption: "published (reference)"}
 		for _, f := range r.Published {
-			// A tabwriter over a strings.Builder: any error surfaces in Flush.
-			_, _ = fmt.Fprintf(tw, "  %s\t%s\n", plain(f.Label), plain(withUnit(f)))
+			refs.Rows = append(refs.Rows, []string{f.Label, withUnit(f)})
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		tables = append([]Table{refs}, tables...)
 	}
-	for _, t := range r.Tables {
+	for _, t := range tables {
 		if err := writeTable(&b, t); err != nil {
 			return err
 		}
@@ -77,7 +74,11 @@ func writeGrid(b *strings.Builder, r Report) {
 func writeTable(b *strings.Builder, t Table) error {
 	b.WriteString("\n" + plain(t.Caption) + "\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 3, ' ', 0)
-	for _, row := range append([][]string{t.Head}, t.Rows...) {
+	rows := t.Rows
+	if len(t.Head) > 0 {
+		rows = append([][]string{t.Head}, rows...)
+	}
+	for _, row := range rows {
 		cells := make([]string, len(row))
 		for i, c := range row {
 			cells[i] = plain(c)
