@@ -473,3 +473,68 @@ func TestPolicyRejectsBadHostPressure(t *testing.T) {
 		}
 	}
 }
+
+// Whole GPUs count in fragmentation as free or not; a claim of several
+// GPUs below the best link class its node offers that many pays
+// LinkClassCost per class in PackingCost, so that across nodes packing
+// does not outweigh links (docs/scheduler.md).
+func TestQualityWholeGPUPacking(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{pairNode("node-a")}
+	_, ctx := ktesting.NewTestContext(t)
+	f := DefaultFeatures()
+	tests := []struct {
+		name               string
+		workload           topology.Workload
+		held               []string
+		count              int64
+		wantBefore, wantFr float64
+		wantSteps          int
+		wantCost           float64
+	}{
+		{name: "an 8-GPU class strands the 7 GPUs a 1-GPU claim leaves", workload: topology.Workload{{GPUs: 8, Share: 1, Weight: 1}},
+			count: 1, wantBefore: 0, wantFr: 7, wantCost: 7},
+		{name: "a 2-GPU claim on a free NVLink pair", workload: topology.Workload{{GPUs: 1, Share: 1, Weight: 1}},
+			count: 2, wantCost: 0},
+		// gpu-5 (pair 1, NUMA 0) and gpu-7 (pair 3, NUMA 1) are left: the
+		// system link, 4 classes below the node's NVLink pairs.
+		{name: "a 2-GPU claim across sockets", workload: topology.Workload{{GPUs: 1, Share: 1, Weight: 1}},
+			held: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-6"}, count: 2, wantSteps: 4, wantCost: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := DefaultPolicy()
+			pol.Workload = tc.workload
+			pol.LinkClassCost = 0.5
+			e, err := New(Options{Features: f, Policy: pol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := emptyState()
+			for _, h := range tc.held {
+				state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", h))
+			}
+			claims := []*resourceapi.ResourceClaim{claimOf("c", exact("gpus", gpuClass.Name, tc.count))}
+			res, err := e.NewSession(NewInventory(sl, f), testClasses, state, claims).Allocate(ctx, node("node-a"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := res.Quality
+			if math.Abs(q.FragmentationBefore-tc.wantBefore) > 1e-9 || math.Abs(q.Fragmentation-tc.wantFr) > 1e-9 {
+				t.Errorf("fragmentation %v -> %v, want %v -> %v", q.FragmentationBefore, q.Fragmentation, tc.wantBefore, tc.wantFr)
+			}
+			if q.LinkSteps != tc.wantSteps || math.Abs(q.PackingCost-tc.wantCost) > 1e-9 {
+				t.Errorf("link steps %d, packing cost %v; want %d and %v (devices %v)", q.LinkSteps, q.PackingCost, tc.wantSteps, tc.wantCost, deviceNames(res.Allocations))
+			}
+		})
+	}
+}
+
+func TestPolicyRejectsBadLinkClassCost(t *testing.T) {
+	for _, v := range []float64{-1, math.NaN(), math.Inf(-1)} {
+		pol := DefaultPolicy()
+		pol.LinkClassCost = v
+		if _, err := New(Options{Features: DefaultFeatures(), Policy: pol}); err == nil || !strings.Contains(err.Error(), "policy.linkClassCost") {
+			t.Errorf("linkClassCost %v: error %v, want one naming policy.linkClassCost", v, err)
+		}
+	}
+}

@@ -33,8 +33,12 @@ type Quality struct {
 	// (topology.HostPressure; 0 for pods with whole GPUs and without the
 	// node's CPU and memory).
 	HostPressure float64
-	// PackingCost is what Packing minimizes: the growth of fragmentation
-	// plus the policy's HostPressure weight times HostPressure.
+	// LinkSteps sums, over claims of two or more whole GPUs, how many link
+	// classes worse than the best the node offers so many GPUs they are.
+	LinkSteps int
+	// PackingCost is what Packing minimizes: the growth of fragmentation,
+	// plus the policy's HostPressure weight times HostPressure, plus its
+	// LinkClassCost times LinkSteps.
 	PackingCost float64
 	// Request is what the allocation takes, as a workload class: its
 	// devices, the share of a single shared device, the pod's CPU and
@@ -100,6 +104,8 @@ type roles struct {
 	once      sync.Once
 	wholeGPUs []int // devices with topology that are not partitions
 	groups    *topology.Groups
+	// bestClass[n] is the best class n of the whole GPUs can have.
+	bestClass []topology.LinkClass
 	shared    []int // allow-multiple devices with capacity
 	exclusive []int // whole GPUs that are not shared devices
 	counted   []int // pools with shared counters
@@ -121,6 +127,9 @@ func (v *nodeView) roles() *roles {
 			}
 		}
 		v.role.groups = topology.NewGroups(gpus)
+		for n := range len(gpus) + 1 {
+			v.role.bestClass = append(v.role.bestClass, topology.BestClass(gpus, n))
+		}
 		for pi, p := range v.pools {
 			if len(p.counterTotal) > 0 {
 				v.role.counted = append(v.role.counted, pi)
@@ -143,7 +152,6 @@ func (r *run) evaluate() Quality {
 	q.WholeGPUs = after.WholeGPUs
 	q.Request = r.requestClass()
 	q.HostPressure = r.hostPressure(q.Request)
-	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure
 
 	cost := 0
 	for c := range r.picks {
@@ -156,7 +164,10 @@ func (r *run) evaluate() Quality {
 		}
 		q.MultiDevice = true
 		cost += int(w)
+		q.LinkSteps += r.linkSteps(r.picks[c], w)
 	}
+	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure +
+		r.pol.LinkClassCost*float64(q.LinkSteps)
 	if p := r.pol.Topology; p.Enabled {
 		q.Score += p.Weight * (q.Intactness - 10*float64(cost))
 	}
@@ -197,6 +208,22 @@ func (r *run) requestClass() topology.TaskClass {
 	return c
 }
 
+// linkSteps is how many classes worse than the best the node offers so
+// many GPUs a claim's whole GPUs are (worst, their worst pair); 0 for
+// claims with partitions or devices without topology.
+func (r *run) linkSteps(picks []pick, worst topology.LinkClass) int {
+	for _, pk := range picks {
+		if g := r.view.devices[pk.dev].gpu(); g.Partition || !g.HasTopology() {
+			return 0
+		}
+	}
+	best := r.view.roles().bestClass
+	if len(picks) >= len(best) {
+		return 0
+	}
+	return max(0, int(worst-best[len(picks)]))
+}
+
 // worstPair is topology.WorstPair over the picks that publish topology,
 // and how many do.
 func (r *run) worstPair(picks []pick) (topology.LinkClass, int) {
@@ -233,12 +260,20 @@ func (r *run) measure(withRun bool) Quality {
 			q.MIGPlaceable += r.placeable(pi, withRun)
 		}
 	}
-	if r.pol.Packing.Enabled && len(ro.shared) > 0 {
+	if r.pol.Packing.Enabled && len(ro.shared)+len(ro.exclusive) > 0 {
 		if r.fragScratch == nil {
-			r.fragScratch = make([]float64, len(ro.shared))
+			r.fragScratch = make([]float64, len(ro.shared)+len(ro.exclusive))
 		}
 		for i, d := range ro.shared {
 			r.fragScratch[i] = r.freeShare(i, d, withRun)
+		}
+		// Whole GPUs count as free or not: the classes that need more
+		// GPUs than a node has free strand them as they strand shares.
+		for i, d := range ro.exclusive {
+			r.fragScratch[len(ro.shared)+i] = 0
+			if r.free(d, withRun) {
+				r.fragScratch[len(ro.shared)+i] = 1
+			}
 		}
 		var host *topology.Host
 		excluded := 0.0

@@ -181,3 +181,35 @@ func WorstPair(set []GPU) LinkClass {
 	}
 	return worst
 }
+
+// BestClass is the best worst-pair class that n of one node's whole GPUs
+// can have: the first class one of whose groups (an NVLink domain, a
+// PCIe switch, a PCIe root, a NUMA node) holds n of them, LinkSystem when
+// only the node as a whole does, LinkNetwork when it has fewer than n.
+// It reads the classes as nested, as servers lay them out.
+func BestClass(gpus []GPU, n int) LinkClass {
+	switch {
+	case n > len(gpus):
+		return LinkNetwork
+	case n < 2:
+		return LinkSameGPU
+	}
+	keys := []func(GPU) string{
+		func(g GPU) string { return g.NVLinkDomain },
+		func(g GPU) string { return g.PCIeSwitch },
+		func(g GPU) string { return g.PCIeRoot },
+		func(g GPU) string { return numaKey(g.NUMA) },
+	}
+	for i, key := range keys {
+		counts := map[string]int{}
+		for _, g := range gpus {
+			if k := key(g); k != "" {
+				counts[k]++
+				if counts[k] >= n {
+					return LinkNVLink + LinkClass(i)
+				}
+			}
+		}
+	}
+	return LinkSystem
+}

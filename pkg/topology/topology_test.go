@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -193,6 +194,34 @@ func TestHostPressure(t *testing.T) {
 	for _, tc := range tests {
 		if got := HostPressure(tc.freeBefore, tc.freeAfter, tc.free, tc.pod); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: HostPressure = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBestClass(t *testing.T) {
+	// Four NVLink pairs behind two PCIe roots per NUMA node.
+	var pairs []GPU
+	for i := range 8 {
+		p := i % 4
+		pairs = append(pairs, GPU{Node: "n", NVLinkDomain: fmt.Sprint("pair-", p), PCIeRoot: fmt.Sprint("root-", p), NUMA: int64(p / 2)})
+	}
+	noNUMA := []GPU{{Node: "n", NUMA: -1}, {Node: "n", NUMA: -1}}
+	tests := []struct {
+		name string
+		gpus []GPU
+		n    int
+		want LinkClass
+	}{
+		{"one GPU", pairs, 1, LinkSameGPU},
+		{"a pair", pairs, 2, LinkNVLink},
+		{"two pairs on one NUMA node", pairs, 4, LinkNUMA},
+		{"the whole node", pairs, 8, LinkSystem},
+		{"more than the node has", pairs, 9, LinkNetwork},
+		{"nothing known", noNUMA, 2, LinkSystem},
+	}
+	for _, tc := range tests {
+		if got := BestClass(tc.gpus, tc.n); got != tc.want {
+			t.Errorf("%s: BestClass(%d) = %s, want %s", tc.name, tc.n, got, tc.want)
 		}
 	}
 }

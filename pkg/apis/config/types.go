@@ -26,6 +26,9 @@ type GPUTopologyArgs struct {
 	// HostPressure weighs the free GPUs whose room the CPU and memory of
 	// a CPU-only pod or a GPU share take, within Packing.
 	HostPressure float64
+	// LinkClassCost is what one link class below the node's best costs a
+	// multi-GPU claim, in GPUs of fragmentation, within Packing.
+	LinkClassCost float64
 	// SearchBudget bounds the extra search steps per node.
 	SearchBudget int32
 	// FilterTimeout bounds one node's allocation; zero means no limit.
@@ -38,11 +41,12 @@ type GPUTopologyArgs struct {
 // Policy is the engine's policy these args describe.
 func (a *GPUTopologyArgs) Policy() allocator.Policy {
 	return allocator.Policy{
-		Topology:     a.Topology,
-		MIG:          a.MIG,
-		Packing:      a.Packing,
-		Workload:     a.Workload,
-		HostPressure: a.HostPressure,
-		SearchBudget: int(a.SearchBudget),
+		Topology:      a.Topology,
+		MIG:           a.MIG,
+		Packing:       a.Packing,
+		Workload:      a.Workload,
+		HostPressure:  a.HostPressure,
+		LinkClassCost: a.LinkClassCost,
+		SearchBudget:  int(a.SearchBudget),
 	}
 }

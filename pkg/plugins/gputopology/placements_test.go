@@ -69,11 +69,12 @@ func TestLearnedPlacementExcludesNodes(t *testing.T) {
 	}
 	// node-t4 excludes nothing: its figure is the classes' own. On
 	// node-g2 the pinned requests' share (against the prior's
-	// unconstrained ones, a tenth of learnerPrior) loses its one free
-	// shared GPU: share x 1 + (1 - share) x the classes' figure.
+	// unconstrained ones, a tenth of learnerPrior) loses its two free
+	// GPUs, the exclusive and the shared one: share x 2 + (1 - share) x
+	// the classes' figure.
 	share := float64(pinned) / (pinned + learnerPrior/10)
-	want := share*1 + (1-share)*before["node-t4"]
-	if got := before["node-g2"]; math.Abs(got-want) > 1e-9 || before["node-t4"] >= 1 {
-		t.Errorf("fragmentation node-g2 %v, node-t4 %v; want node-g2 %v (the T4-pinned share of the requests loses node-g2's free GPU)", got, before["node-t4"], want)
+	want := share*2 + (1-share)*before["node-t4"]
+	if got := before["node-g2"]; math.Abs(got-want) > 1e-9 || before["node-t4"] >= 2 {
+		t.Errorf("fragmentation node-g2 %v, node-t4 %v; want node-g2 %v (the T4-pinned share of the requests loses node-g2's free GPUs)", got, before["node-t4"], want)
 	}
 }

@@ -63,6 +63,7 @@ func Convert(v *GPUTopologyArgs) *config.GPUTopologyArgs {
 		MIG:            part(v.MIG),
 		Packing:        part(v.Packing),
 		HostPressure:   *v.HostPressure,
+		LinkClassCost:  *v.LinkClassCost,
 		SearchBudget:   *v.SearchBudget,
 		FilterTimeout:  *v.FilterTimeout,
 		BindingTimeout: *v.BindingTimeout,
@@ -89,6 +90,7 @@ func (a *GPUTopologyArgs) DeepCopy() *GPUTopologyArgs {
 		out.Workload = append([]TaskClass(nil), a.Workload...)
 	}
 	out.HostPressure = copyPtr(a.HostPressure)
+	out.LinkClassCost = copyPtr(a.LinkClassCost)
 	out.SearchBudget = copyPtr(a.SearchBudget)
 	out.FilterTimeout = copyPtr(a.FilterTimeout)
 	out.BindingTimeout = copyPtr(a.BindingTimeout)

@@ -29,13 +29,14 @@ func TestDecode(t *testing.T) {
 		{name: "nil gives defaults", in: nil, want: func() *config.GPUTopologyArgs {
 			return &config.GPUTopologyArgs{
 				Topology: allocator.PolicyPart{Enabled: true, Weight: 1}, MIG: allocator.PolicyPart{Enabled: true, Weight: 1}, Packing: allocator.PolicyPart{Enabled: true, Weight: 1},
-				Workload: defaults.Workload, HostPressure: allocator.DefaultHostPressure, SearchBudget: int32(allocator.DefaultPolicy().SearchBudget),
+				Workload: defaults.Workload, HostPressure: allocator.DefaultHostPressure, LinkClassCost: allocator.DefaultLinkClassCost, SearchBudget: int32(allocator.DefaultPolicy().SearchBudget),
 				FilterTimeout: metav1.Duration{Duration: DefaultFilterTimeout}, BindingTimeout: metav1.Duration{Duration: DefaultBindingTimeout},
 			}
 		}},
-		{name: "yaml with some fields", in: &runtime.Unknown{Raw: []byte("apiVersion: gputopo.io/v1\nkind: GPUTopologyArgs\nmig: {enabled: false}\ntopology: {weight: 2.5}\nsearchBudget: 0\nfilterTimeout: 1s\nhostPressure: 0\n")}, want: func() *config.GPUTopologyArgs {
+		{name: "yaml with some fields", in: &runtime.Unknown{Raw: []byte("apiVersion: gputopo.io/v1\nkind: GPUTopologyArgs\nmig: {enabled: false}\ntopology: {weight: 2.5}\nsearchBudget: 0\nfilterTimeout: 1s\nhostPressure: 0\nlinkClassCost: 0.5\n")}, want: func() *config.GPUTopologyArgs {
 			a := *defaults
 			a.HostPressure = 0
+			a.LinkClassCost = 0.5
 			a.MIG = allocator.PolicyPart{Enabled: false, Weight: 1}
 			a.Topology = allocator.PolicyPart{Enabled: true, Weight: 2.5}
 			a.SearchBudget = 0

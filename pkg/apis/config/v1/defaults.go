@@ -41,6 +41,9 @@ func SetDefaults(a *GPUTopologyArgs) {
 	if a.HostPressure == nil {
 		a.HostPressure = ptr.To(d.HostPressure)
 	}
+	if a.LinkClassCost == nil {
+		a.LinkClassCost = ptr.To(d.LinkClassCost)
+	}
 	if a.SearchBudget == nil {
 		a.SearchBudget = ptr.To(int32(d.SearchBudget))
 	}

@@ -29,6 +29,12 @@ type GPUTopologyArgs struct {
 	// the growth of fragmentation (docs/scheduler.md). Default 0.2; 0
 	// measures fragmentation alone.
 	HostPressure *float64 `json:"hostPressure,omitempty"`
+	// LinkClassCost: within Packing, what one link class below the best a
+	// node offers a multi-GPU claim costs, in GPUs of expected
+	// fragmentation: the trade-off between link quality now and room for
+	// later jobs (docs/scheduler.md). Default 0.25; 0 packs first and leaves
+	// links to GPUTopology's score.
+	LinkClassCost *float64 `json:"linkClassCost,omitempty"`
 	// SearchBudget: extra search steps per node after the first feasible
 	// allocation. Default 20000; 0 returns the first allocation found.
 	SearchBudget *int32 `json:"searchBudget,omitempty"`

@@ -47,6 +47,9 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	if a.HostPressure < 0 || math.IsNaN(a.HostPressure) || math.IsInf(a.HostPressure, 0) {
 		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, "must be a finite number, not negative"))
 	}
+	if a.LinkClassCost < 0 || math.IsNaN(a.LinkClassCost) || math.IsInf(a.LinkClassCost, 0) {
+		errs = append(errs, field.Invalid(path.Child("linkClassCost"), a.LinkClassCost, "must be a finite number, not negative"))
+	}
 	if a.SearchBudget < 0 {
 		errs = append(errs, field.Invalid(path.Child("searchBudget"), a.SearchBudget, "must not be negative"))
 	}

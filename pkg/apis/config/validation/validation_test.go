@@ -32,6 +32,8 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight", "args.workload[4].cpuMilli", "args.workload[4].memoryMiB"}},
 		{"negative host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = -0.1 }, []string{"args.hostPressure"}},
 		{"NaN host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = math.NaN() }, []string{"args.hostPressure"}},
+		{"negative link class cost", func(a *config.GPUTopologyArgs) { a.LinkClassCost = -1 }, []string{"args.linkClassCost"}},
+		{"infinite link class cost", func(a *config.GPUTopologyArgs) { a.LinkClassCost = math.Inf(1) }, []string{"args.linkClassCost"}},
 		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
 		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
 			a.SearchBudget = -1
