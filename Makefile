@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke
+.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -45,8 +45,19 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferentialAgainstUpstream -fuzztime $(FUZZTIME) ./pkg/allocator
 
 ## bench: performance against the in-tree plugin: the engine on identical
-## inputs, then upstream's scheduler_perf harness (about 20 minutes).
-bench: bench-engine bench-perf
+## inputs, upstream's scheduler_perf harness (about 20 minutes), then the
+## churn streams.
+bench: bench-engine bench-perf bench-churn
+
+## bench-churn: jobs arriving and leaving on NVLink-pair, NVSwitch, GB200,
+## MIG and shared-GPU fleets, 10 seeds, both profiles in-process (about 2
+## minutes); QUALITY lines per stream, seed and measure, tables in
+## $(OUT)/churn/churn.md (docs/demo.md).
+CHURN_SEEDS ?= 10
+bench-churn:
+	@mkdir -p $(OUT)/churn
+	$(GO) run ./cmd/demo --scenario=churn --seeds=$(CHURN_SEEDS) --quiet --out=$(OUT)/churn > $(OUT)/churn/summary.log
+	@cat $(OUT)/churn/quality.txt
 
 ## bench-perf: upstream's DRA workloads and ours through scheduler_perf,
 ## each with the in-tree DynamicResources plugin and with gputopo; prints
@@ -67,6 +78,7 @@ bench-smoke: $(ETCD)
 	GPUTOPO_PERF_SCALE=fast PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf \
 		-args -data-items-dir=$(abspath $(OUT)/perf-smoke) > $(OUT)/perf-smoke/bench.log 2>&1 || (tail -50 $(OUT)/perf-smoke/bench.log; exit 1)
 	$(GO) run ./hack/perfreport $(OUT)/perf-smoke
+	$(MAKE) bench-churn CHURN_SEEDS=1 OUT=$(OUT)/smoke
 
 ## bench-engine: the engine against upstream's structured allocator on
 ## identical inputs (ns/op, allocs/op, side by side).

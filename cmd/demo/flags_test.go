@@ -18,6 +18,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb-table", "--schedulers="}, `--schedulers: "" is not a profile`},
 		{[]string{"--scenario=openb-table", "--schedulers=in"}, `--schedulers: "in" is not a profile`},
 		{[]string{"--scenario=openb-table", "--schedulers=gputopo,gputopo"}, `--schedulers: "gputopo" named twice`},
+		{[]string{"--scenario=churn", "--streams=nvlink-pairs,dgx"}, `--streams: no churn stream "dgx" (want one of nvlink-pairs, nvswitch, gb200, mig-a100, mig-h100, shared)`},
+		{[]string{"--scenario=churn", "--streams=shared,shared"}, `--streams: churn stream "shared" named twice`},
 	} {
 		_, err := parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -27,6 +29,10 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
 	if err != nil || f.until != 120 || f.nodes != 150 {
 		t.Errorf("valid flags: %+v, %v", f, err)
+	}
+	f, err = parse([]string{"--scenario=churn", "--streams=gb200,shared", "--seeds=3"})
+	if err != nil || strings.Join(f.streams, ",") != "gb200,shared" || f.seeds != 3 {
+		t.Errorf("valid churn flags: %+v, %v", f, err)
 	}
 	f, err = parse([]string{"--scenario=openb-table", "--schedulers=in-tree"})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/demo/openb"
+	"github.com/gputopo/gputopo/pkg/demo/sim"
 )
 
 func main() {
@@ -36,7 +37,7 @@ type flags struct {
 	seed                                                          uint64
 	until                                                         float64
 	nodes, seeds, parallel                                        int
-	traces, schedulers                                            []string
+	traces, schedulers, streams                                   []string
 	quiet                                                         bool
 }
 
@@ -45,7 +46,7 @@ func parse(args []string) (flags, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	fs.StringVar(&f.scenario, "scenario", "default", `"default" (built-in fleet and workload, or --cluster/--workload files) or "openb" (the openb production trace)`)
+	fs.StringVar(&f.scenario, "scenario", "default", `"default" (built-in fleet and workload, or --cluster/--workload files), "openb" (the openb production trace), "openb-table" (every openb trace, several seeds) or "churn" (jobs arriving and leaving, several seeds)`)
 	fs.StringVar(&f.cluster, "cluster", "", "fleet file (docs/demo.md); default: the built-in fleet")
 	fs.StringVar(&f.workload, "workload", "", "workload file (docs/demo.md); default: the built-in workload")
 	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
@@ -54,9 +55,10 @@ func parse(args []string) (flags, error) {
 	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
 	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
 	traces := fs.String("traces", strings.Join(openb.PublishedTraces, ","), "openb-table: the traces to replay, comma-separated")
-	schedulers := fs.String("schedulers", "gputopo,in-tree", "openb-table: the profiles to replay, comma-separated: gputopo (gputopo-scheduler), in-tree (default-scheduler)")
-	fs.IntVar(&f.seeds, "seeds", 10, "openb-table: replay seeds 1..N of every trace")
-	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "openb-table: replays at once")
+	streams := fs.String("streams", strings.Join(sim.ChurnStreamNames(), ","), "churn: the streams to run, comma-separated")
+	schedulers := fs.String("schedulers", "gputopo,in-tree", "openb-table and churn: the profiles to replay, comma-separated: gputopo (gputopo-scheduler), in-tree (default-scheduler)")
+	fs.IntVar(&f.seeds, "seeds", 10, "openb-table and churn: replay seeds 1..N of every trace or stream")
+	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "openb-table and churn: replays at once")
 	fs.StringVar(&f.schedulerConfig, "scheduler-config", "", "openb-table: a KubeSchedulerConfiguration file to replay instead of the shipped one (profiles default-scheduler and gputopo-scheduler)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (control plane included) to this file")
 	fs.StringVar(&f.out, "out", "_output/demo", "directory for report.html and summary.txt")
@@ -74,9 +76,13 @@ func parse(args []string) (flags, error) {
 		_ = klogFlags.Set("stderrthreshold", "FATAL")
 	}
 	switch f.scenario {
-	case "default", "openb", "openb-table":
+	case "default", "openb", "openb-table", "churn":
 	default:
-		return f, fmt.Errorf("--scenario=%q: want default, openb or openb-table", f.scenario)
+		return f, fmt.Errorf("--scenario=%q: want default, openb, openb-table or churn", f.scenario)
+	}
+	f.streams = strings.Split(*streams, ",")
+	if _, err := sim.ChurnStreamsNamed(f.streams); err != nil {
+		return f, fmt.Errorf("--streams: %w", err)
 	}
 	f.traces = strings.Split(*traces, ",")
 	f.schedulers = strings.Split(*schedulers, ",")

@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 		rep, err = onCluster(ctx, f)
 	case f.scenario == "openb-table":
 		rep, err = tableScenario(ctx, f)
+	case f.scenario == "churn":
+		rep, err = churnScenario(ctx, f)
 	case f.scenario == "openb":
 		rep, err = openbScenario(ctx, f)
 	default:

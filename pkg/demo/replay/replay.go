@@ -221,23 +221,9 @@ func setup(ctx context.Context, client kubernetes.Interface, w Workload, t Targe
 		return err
 	}
 	for name, tmpl := range w.Templates {
-		req := resourceapi.ExactDeviceRequest{DeviceClassName: tmpl.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: tmpl.Count}
-		if tmpl.Selector != "" {
-			req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: tmpl.Selector}}}
-		}
-		if tmpl.Memory != nil || tmpl.Compute != nil {
-			req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
-			if tmpl.Memory != nil {
-				req.Capacity.Requests[contract.CapacityMemory] = *tmpl.Memory
-			}
-			if tmpl.Compute != nil {
-				req.Capacity.Requests[contract.CapacityCompute] = *tmpl.Compute
-			}
-		}
 		ct := &resourceapi.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: name},
-			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-				Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}},
+			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: ClaimSpec(tmpl)},
 		}
 		if _, err := client.ResourceV1().ResourceClaimTemplates(t.Namespace()).Create(ctx, ct, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("claim template %s: %w", name, err)
@@ -261,4 +247,23 @@ func podFor(t Target, name string, g PodGroup, seq int, nodeLabel string) *v1.Po
 		p.Spec.NodeSelector = map[string]string{nodeLabel: t.Copy}
 	}
 	return p
+}
+
+// ClaimSpec is the claim a template stands for: one request, "gpu".
+func ClaimSpec(tmpl ClaimTemplate) resourceapi.ResourceClaimSpec {
+	req := resourceapi.ExactDeviceRequest{DeviceClassName: tmpl.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: max(tmpl.Count, 1)}
+	if tmpl.Selector != "" {
+		req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: tmpl.Selector}}}
+	}
+	if tmpl.Memory != nil || tmpl.Compute != nil {
+		req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
+		if tmpl.Memory != nil {
+			req.Capacity.Requests[contract.CapacityMemory] = *tmpl.Memory
+		}
+		if tmpl.Compute != nil {
+			req.Capacity.Requests[contract.CapacityCompute] = *tmpl.Compute
+		}
+	}
+	return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+		Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}
 }

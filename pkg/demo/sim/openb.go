@@ -7,10 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
@@ -77,18 +75,6 @@ func openbObjects(t replay.Target, k int, p openb.Pod) (*v1.Pod, []*resourceapi.
 	if tmpl == "" {
 		return pod, nil
 	}
-	entry := pod.Spec.ResourceClaims[0].Name
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   pod.Namespace,
-			Name:        pod.Name + "-" + entry,
-			UID:         types.UID(string(pod.UID) + "-" + entry),
-			Annotations: map[string]string{podClaimAnnotation: entry},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-		},
-		Spec: replay.OpenBClaimSpec(count, percent),
-	}
-	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: entry, ResourceClaimName: ptr.To(claim.Name)}}
+	claim := podClaim(pod, pod.Spec.ResourceClaims[0].Name, replay.OpenBClaimSpec(count, percent))
 	return pod, []*resourceapi.ResourceClaim{claim}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -58,6 +59,8 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	pending map[string]chan Outcome // by namespace/name
+
+	barriers int // versions of the barrier claim written (sync)
 }
 
 // Client is the in-memory API: client-go's fake clientset, with a
@@ -181,6 +184,60 @@ func (s *Scheduler) waitForClaims(ctx context.Context, claims []*resourceapi.Res
 		}
 		return true, nil
 	})
+}
+
+// Release deletes a bound pod and its claims, as the pod's end and the
+// resourceclaim controller would, and waits until profile's DRA state no
+// longer counts them, so that the next pod sees their devices free.
+func (s *Scheduler) Release(ctx context.Context, profile string, pod *v1.Pod, claims []*resourceapi.ResourceClaim) error {
+	if err := s.remove(ctx, pod, claims); err != nil {
+		return err
+	}
+	return s.sync(ctx, profile)
+}
+
+// The barrier claim's made-up device: nothing publishes its driver.
+const (
+	barrierNamespace = "sim-barrier"
+	barrierDriver    = "barrier.sim.gputopo.io"
+)
+
+// sync waits until profile's DRA state has taken in every claim write
+// made so far. The claim informer and the assume cache hand events on in
+// order, so once a new barrier claim's made-up device shows among the
+// allocated devices, every earlier deletion has been counted too. A
+// barrier's device is in no slice, so it takes nothing away; each
+// barrier is new (allocations are immutable) and deletes the one before.
+func (s *Scheduler) sync(ctx context.Context, profile string) error {
+	fw, ok := s.sched.Profiles[profile]
+	if !ok {
+		return fmt.Errorf("scheduler has no profile %q", profile)
+	}
+	s.barriers++
+	name := func(n int) string { return fmt.Sprintf("barrier-%d", n) }
+	barrier := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: barrierNamespace, Name: name(s.barriers)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "r", Driver: barrierDriver, Pool: barrierDriver, Device: name(s.barriers)}}}}},
+	}
+	claims := s.Client.ResourceV1().ResourceClaims(barrierNamespace)
+	if _, err := claims.Create(ctx, barrier, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("barrier claim: %w", err)
+	}
+	want := structured.MakeDeviceID(barrierDriver, barrierDriver, name(s.barriers))
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Microsecond, decisionTimeout, true, func(context.Context) (bool, error) {
+		seen, err := fw.SharedDRAManager().ResourceClaims().ListAllAllocatedDevices()
+		return err == nil && seen.Has(want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("scheduler did not see barrier claim %s: %w", barrier.Name, err)
+	}
+	if s.barriers > 1 {
+		if err := claims.Delete(ctx, name(s.barriers-1), metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("barrier claim: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Scheduler) remove(ctx context.Context, pod *v1.Pod, claims []*resourceapi.ResourceClaim) error {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"strings"
-	"sync"
 	"time"
 
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -71,44 +70,22 @@ func RunTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		}
 	}
 	runs := make([]Run, len(jobs))
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, spec.Parallel) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				out, err := RunOpenB(ctx, cfg, j.target, nodes, j.pods)
-				if err != nil {
-					errs[i] = fmt.Errorf("trace %s, seed %d, %s: %w", j.trace, j.seed, j.target.Name, err)
-					continue
-				}
-				at, _ := out.Tracker.At(100)
-				runs[i] = Run{Trace: j.trace, Seed: j.seed, Target: j.target.Name, Unallocated: at,
-					Placed: out.Tracker.PodsPlaced(), Pods: len(j.pods), Duration: out.Duration,
-					PodsPerSecond: float64(len(j.pods)) / out.Duration.Seconds()}
-				if spec.Progress != nil {
-					spec.Progress(runs[i])
-				}
-			}
-		}()
-	}
-	for i := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
+	err = inParallel(ctx, spec.Parallel, len(jobs), func(i int) error {
+		j := jobs[i]
+		out, err := RunOpenB(ctx, cfg, j.target, nodes, j.pods)
 		if err != nil {
-			return runs, err
+			return fmt.Errorf("trace %s, seed %d, %s: %w", j.trace, j.seed, j.target.Name, err)
 		}
-	}
-	return runs, ctx.Err()
+		at, _ := out.Tracker.At(100)
+		runs[i] = Run{Trace: j.trace, Seed: j.seed, Target: j.target.Name, Unallocated: at,
+			Placed: out.Tracker.PodsPlaced(), Pods: len(j.pods), Duration: out.Duration,
+			PodsPerSecond: float64(len(j.pods)) / out.Duration.Seconds()}
+		if spec.Progress != nil {
+			spec.Progress(runs[i])
+		}
+		return nil
+	})
+	return runs, err
 }
 
 // Summary is a trace's mean and spread over seeds, per target.

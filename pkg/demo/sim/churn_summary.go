@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gputopo/gputopo/pkg/demo/report"
+)
+
+// churnCell gathers one stream's runs of one target, seed by seed.
+type churnCell struct {
+	runs []ChurnRun
+}
+
+func (c churnCell) mean(f func(ChurnRun) float64) float64 {
+	if len(c.runs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, r := range c.runs {
+		sum += f(r)
+	}
+	return sum / float64(len(c.runs))
+}
+
+func (c churnCell) span(f func(ChurnRun) int) string {
+	lo, hi := f(c.runs[0]), f(c.runs[0])
+	for _, r := range c.runs {
+		lo, hi = min(lo, f(r)), max(hi, f(r))
+	}
+	return fmt.Sprintf("%.1f (%d–%d)", c.mean(func(r ChurnRun) float64 { return float64(f(r)) }), lo, hi)
+}
+
+// churnCells groups runs by stream and target copy; streams in first-seen
+// order.
+func churnCells(runs []ChurnRun) ([]string, map[[2]string]*churnCell) {
+	var streams []string
+	cells := map[[2]string]*churnCell{}
+	for _, r := range runs {
+		if _, ok := cells[[2]string{r.Stream, ""}]; !ok {
+			streams = append(streams, r.Stream)
+			cells[[2]string{r.Stream, ""}] = &churnCell{}
+		}
+		k := [2]string{r.Stream, r.Target.Copy}
+		if cells[k] == nil {
+			cells[k] = &churnCell{}
+		}
+		cells[k].runs = append(cells[k].runs, r)
+	}
+	return streams, cells
+}
+
+// ChurnTables are the churn results as tables: per stream the measures
+// of each target (mean over the seeds, range), and the seeds on which
+// the first target served at least as many as each other one; then per
+// stream and kind the jobs that arrived and each target served.
+func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Table {
+	streams, cells := churnCells(runs)
+	measures := []struct {
+		name string
+		cell func(*churnCell) string
+	}{
+		{"jobs served", func(c *churnCell) string { return c.span(func(r ChurnRun) int { return r.Served }) }},
+		{"served before the first rejection", func(c *churnCell) string {
+			return c.span(func(r ChurnRun) int { return r.ServedBeforeRejection })
+		}},
+		{"multi-GPU claims at their node's best link class, %", func(c *churnCell) string {
+			multi, best := 0, 0
+			for _, r := range c.runs {
+				multi, best = multi+r.MultiGPU, best+r.AtBestLink
+			}
+			if multi == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f (%d claims)", 100*float64(best)/float64(multi), multi)
+		}},
+		{"GPUs held, time-averaged, %", func(c *churnCell) string {
+			return fmt.Sprintf("%.1f", c.mean(func(r ChurnRun) float64 { return r.AllocatedPercent }))
+		}},
+		{"jobs rejected", func(c *churnCell) string { return c.span(func(r ChurnRun) int { return r.Jobs - r.Served }) }},
+	}
+	main := report.Table{
+		Caption: "Churn streams: jobs arrive and leave, each tried once; mean over the seeds (range)",
+		Head:    append([]string{"stream", "measure"}, targets...),
+	}
+	for _, st := range streams {
+		for _, m := range measures {
+			row := []string{st, m.name}
+			for _, cp := range copies {
+				if c := cells[[2]string{st, cp}]; c != nil {
+					row = append(row, m.cell(c))
+				} else {
+					row = append(row, "")
+				}
+			}
+			main.Rows = append(main.Rows, row)
+		}
+		if len(copies) > 1 {
+			main.Rows = append(main.Rows, seedsAtLeast(st, cells, copies))
+		}
+	}
+	return []report.Table{main, churnKinds(streams, cells, targets, copies)}
+}
+
+// seedsAtLeast is the row of seeds on which copies[0] served at least as
+// many jobs, and as many before the first rejection, as every other.
+func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []string {
+	first := cells[[2]string{st, copies[0]}]
+	row := []string{st, "at least as many served (in total / before the first rejection)"}
+	if first == nil {
+		return append(row, make([]string, len(copies))...)
+	}
+	var verdicts []string
+	for _, cp := range copies[1:] {
+		other := cells[[2]string{st, cp}]
+		if other == nil {
+			continue
+		}
+		total, before := 0, 0
+		for i, r := range first.runs {
+			if i >= len(other.runs) {
+				break
+			}
+			if r.Served >= other.runs[i].Served {
+				total++
+			}
+			if r.ServedBeforeRejection >= other.runs[i].ServedBeforeRejection {
+				before++
+			}
+		}
+		verdicts = append(verdicts, fmt.Sprintf("%d / %d of %d seeds against %s", total, before, len(first.runs), cp))
+	}
+	row = append(row, strings.Join(verdicts, "; "))
+	return append(row, make([]string, len(copies)-1)...)
+}
+
+func churnKinds(streams []string, cells map[[2]string]*churnCell, targets, copies []string) report.Table {
+	t := report.Table{
+		Caption: "Jobs served per kind, summed over the seeds (arrived in brackets)",
+		Head:    append([]string{"stream", "kind"}, targets...),
+	}
+	for _, st := range streams {
+		var any *churnCell
+		for _, cp := range copies {
+			if c := cells[[2]string{st, cp}]; c != nil {
+				any = c
+				break
+			}
+		}
+		if any == nil {
+			continue
+		}
+		for k, kc := range any.runs[0].Kinds {
+			row := []string{st, kc.Kind}
+			for _, cp := range copies {
+				c := cells[[2]string{st, cp}]
+				if c == nil {
+					row = append(row, "")
+					continue
+				}
+				arrived, served := 0, 0
+				for _, r := range c.runs {
+					arrived, served = arrived+r.Kinds[k].Arrived, served+r.Kinds[k].Served
+				}
+				row = append(row, fmt.Sprintf("%d (%d)", served, arrived))
+			}
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
+}
+
+// WriteTablesMarkdown writes tables as Markdown, each under its caption.
+func WriteTablesMarkdown(w io.Writer, tables []report.Table) error {
+	var b strings.Builder
+	for _, t := range tables {
+		fmt.Fprintf(&b, "%s\n\n| %s |\n|%s\n", t.Caption, strings.Join(t.Head, " | "), strings.Repeat("---|", len(t.Head)))
+		for _, row := range t.Rows {
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
