@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
 		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, 1},
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
+		{"scheduler/extended-resource", []string{"DeviceClass"}, 0},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
 		{"examples/pods", []string{"Pod"}, 0},
@@ -79,4 +81,32 @@ func countProfiles(config string) int {
 		}
 	}
 	return n
+}
+
+// The extended-resource overlay names nvidia.com/gpu on the whole-GPU
+// class only: one class per resource name.
+func TestExtendedResourceOverlay(t *testing.T) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	dir, err := filepath.Abs("scheduler/extended-resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]string{}
+	for _, r := range res.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, _ := m["spec"].(map[string]any)
+		if name, ok := spec["extendedResourceName"].(string); ok {
+			named[r.GetName()] = name
+		}
+	}
+	if want := map[string]string{"gpu.nvidia.com": "nvidia.com/gpu"}; !maps.Equal(named, want) {
+		t.Errorf("extendedResourceName by class: %v, want %v", named, want)
+	}
 }

@@ -92,7 +92,9 @@ func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1
 		if !ok {
 			return fwk.Queue, fmt.Errorf("unexpected object %T", oldObj)
 		}
-		if old.Status.Allocation == nil {
+		// The pod's own extended-resource claim left from an earlier
+		// attempt is gone: it can try again.
+		if old.Status.Allocation == nil && extendedClaimOf(pod, []*resourceapi.ResourceClaim{old}) == nil {
 			return fwk.QueueSkip, nil
 		}
 		return fwk.Queue, nil

@@ -1,21 +1,73 @@
 package gputopology
 
 import (
+	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
 )
 
+// DRA extended resources (KEP-5004): a pod that asks for
+// resources.limits {nvidia.com/gpu: 2}, where a DeviceClass names that
+// resource (spec.extendedResourceName, or the implicit
+// deviceclass.resource.kubernetes.io/<class>), gets its devices from DRA
+// on nodes whose device plugin does not advertise the resource. As the
+// in-tree plugin does, the scheduler makes one claim for all of them:
+// in memory until PreBind, which creates it (owned by the pod, annotated
+// as an extended-resource claim) with the allocation, and records in the
+// pod's status which container's resource maps to which request. The
+// devices are GPUTopology's choice, as for any claim.
+
+// extendedClaimInMemory names the claim before PreBind creates it; not a
+// valid object name, so it never clashes with a real claim.
+const extendedClaimInMemory = "<extended-resources>"
+
+// extendedState is a pod's DRA extended resources for one cycle.
+type extendedState struct {
+	// classOf maps each DRA extended resource the pod asks for to its
+	// DeviceClass.
+	classOf map[v1.ResourceName]string
+	// claim is the in-memory claim (no requests; each node gets a copy
+	// with its own), or a claim left by an earlier cycle, which is stale:
+	// PostFilter deletes it and the pod tries again.
+	claim *resourceapi.ResourceClaim
+	// variants by the resources DRA serves on a node ("" for none).
+	variants map[string]*extendedVariant
+	// created is the claim PreBind wrote, for Unreserve to delete.
+	created *resourceapi.ResourceClaim
+}
+
+// extendedVariant is what nodes on which DRA serves the same resources
+// share: the claim's requests and mappings, and the session that
+// allocates it with the pod's other claims.
+type extendedVariant struct {
+	claim    *resourceapi.ResourceClaim // nil: the device plugin serves them all
+	mappings []v1.ContainerExtendedResourceRequest
+	session  *allocator.Session
+	err      error
+}
+
+func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMemory }
+
 // draExtendedResources returns the extended resources the pod asks for
-// that a DeviceClass maps to DRA (spec.extendedResourceName, or the
-// implicit deviceclass.resource.kubernetes.io/<class>), with their class.
+// that a DeviceClass maps to DRA, with their class; nil when none or
+// with the DRAExtendedResource gate off (NodeResourcesFit then counts
+// them as device plugin resources).
 func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) map[v1.ResourceName]string {
 	if !pl.fts.EnableDRAExtendedResource {
-		return nil // NodeResourcesFit then counts them as device plugin resources
+		return nil
 	}
 	resolver := pl.draManager.DeviceClassResolver()
 	if resolver == nil {
@@ -23,7 +75,7 @@ func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) map[v1.ResourceName]str
 	}
 	var out map[v1.ResourceName]string
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-		if q.IsZero() {
+		if q.IsZero() || !schedutil.IsDRAExtendedResourceName(name) {
 			continue
 		}
 		if class := resolver.GetDeviceClass(name); class != nil {
@@ -36,27 +88,108 @@ func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) map[v1.ResourceName]str
 	return out
 }
 
-// extendedResourcesOn refuses a node where a DRA extended resource of
-// the pod would have to come from DRA: GPUTopology does not allocate
-// them yet, and binding the pod without devices would start it without
-// the GPUs it asked for. A node whose device plugin advertises the
-// resource serves it as before (NodeResourcesFit checks the amount).
-func extendedResourcesOn(nodeInfo fwk.NodeInfo, extended map[v1.ResourceName]string) *fwk.Status {
-	if len(extended) == 0 {
-		return nil
+// preFilterExtended finds the claim an earlier cycle left for the pod,
+// or makes the in-memory one.
+func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceName]string) (*extendedState, error) {
+	if len(classOf) == 0 {
+		return nil, nil
 	}
-	scalar := nodeInfo.GetAllocatable().GetScalarResources()
-	var viaDRA []string
-	for name, class := range extended {
-		if scalar[name] == 0 {
-			viaDRA = append(viaDRA, fmt.Sprintf("%s (DeviceClass %s)", name, class))
+	all, err := pl.draManager.ResourceClaims().List()
+	if err != nil {
+		return nil, fmt.Errorf("list ResourceClaims: %w", err)
+	}
+	e := &extendedState{classOf: classOf, variants: map[string]*extendedVariant{}}
+	if old := extendedClaimOf(pod, all); old != nil {
+		e.claim = old
+		return e, nil
+	}
+	e.claim = &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:    pod.Namespace,
+			Name:         extendedClaimInMemory,
+			GenerateName: pod.Name + "-extended-resources-",
+			// In flight under this UID until PreBind creates the claim.
+			UID: types.UID(uuid.NewUUID()),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true),
+			}},
+			Annotations: map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"},
+		},
+	}
+	return e, nil
+}
+
+// extendedClaimOf is the extended-resource claim the pod controls.
+func extendedClaimOf(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	for _, c := range claims {
+		if c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+			continue
+		}
+		for _, o := range c.OwnerReferences {
+			if o.UID == pod.UID && o.Name == pod.Name && ptr.Deref(o.Controller, false) {
+				return c
+			}
 		}
 	}
-	if len(viaDRA) == 0 {
-		return nil
+	return nil
+}
+
+// viaDRA lists, sorted, the pod's DRA extended resources that DRA must
+// serve on the node: those its device plugin does not advertise.
+func (e *extendedState) viaDRA(nodeInfo fwk.NodeInfo) []v1.ResourceName {
+	scalar := nodeInfo.GetAllocatable().GetScalarResources()
+	var out []v1.ResourceName
+	for name := range e.classOf {
+		if scalar[name] == 0 {
+			out = append(out, name)
+		}
 	}
-	sort.Strings(viaDRA)
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-		"extended resource %s is backed by DRA on this node, and GPUTopology does not allocate DRA extended resources: ask for the devices with a ResourceClaim, or use the default scheduler",
-		strings.Join(viaDRA, ", ")))
+	slices.Sort(out)
+	return out
+}
+
+// variantKey names the set of resources DRA serves.
+func variantKey(names []v1.ResourceName) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = string(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// newVariant is the claim for the resources DRA serves on a node, built
+// from the pod's containers.
+func (e *extendedState) newVariant(pod *v1.Pod, names []v1.ResourceName) *extendedVariant {
+	if len(names) == 0 {
+		return &extendedVariant{}
+	}
+	classOf := make(map[v1.ResourceName]string, len(names))
+	for _, n := range names {
+		classOf[n] = e.classOf[n]
+	}
+	claim := e.claim.DeepCopy()
+	requests, mappings := extendedRequests(pod, classOf)
+	claim.Spec.Devices.Requests = requests
+	return &extendedVariant{claim: claim, mappings: mappings}
+}
+
+// variantOn returns the variant for the resources DRA serves on the
+// node, building its claim and session the first time: nodes whose device
+// plugin advertises some of the resources need a claim without them.
+func (pl *GPUTopology) variantOn(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo) *extendedVariant {
+	names := s.ext.viaDRA(nodeInfo)
+	key := variantKey(names)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.ext.variants[key]; v != nil {
+		return v
+	}
+	v := s.ext.newVariant(pod, names)
+	if v.claim == nil {
+		v.session = s.session
+	} else {
+		v.session, _, v.err = pl.newSession(ctx, append(s.toAllocateClaims(), v.claim))
+	}
+	s.ext.variants[key] = v
+	return v
 }

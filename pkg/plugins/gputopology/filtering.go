@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,25 +24,30 @@ import (
 // builds the engine session that Filter runs on every node.
 func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	extended := pl.draExtendedResources(pod)
+	classOf := pl.draExtendedResources(pod)
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
-	if len(pod.Spec.ResourceClaims) == 0 && len(extended) == 0 {
+	if len(pod.Spec.ResourceClaims) == 0 && len(classOf) == 0 {
 		return pl.preFilterWithoutDevices(ctx, cs, pod)
 	}
 	claims, err := pl.podClaims(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	if len(claims) == 0 && len(extended) == 0 {
+	ext, err := pl.preFilterExtended(pod, classOf)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if len(claims) == 0 && ext == nil {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s := &stateData{
 		claims:      claims,
-		extended:    extended,
+		ext:         ext,
 		availableOn: make([]*nodeaffinity.NodeSelector, len(claims)),
 		results:     make(map[string]*allocator.Result),
+		variants:    make(map[string]*extendedVariant),
 	}
 	cs.Write(stateKey, s)
 
@@ -71,16 +77,31 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		s.toAllocate = append(s.toAllocate, i)
 		toAllocate = append(toAllocate, claim)
 	}
-	if len(toAllocate) == 0 {
-		return nil, nil
-	}
-	session, adm, err := pl.newSession(ctx, toAllocate)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	s.session, s.admission = session, adm
 	s.podHost = podHost(pod)
-	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate))
+	if len(toAllocate) > 0 {
+		session, adm, err := pl.newSession(ctx, toAllocate)
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		s.session, s.admission = session, adm
+	}
+	if ext != nil && !ext.stale() {
+		// The claim of nodes where DRA serves every resource, which is
+		// most nodes; other variants are built when a node needs them.
+		all := make([]v1.ResourceName, 0, len(classOf))
+		for name := range classOf {
+			all = append(all, name)
+		}
+		slices.Sort(all)
+		v := ext.newVariant(pod, all)
+		session, adm, err := pl.newSession(ctx, append(slices.Clip(toAllocate), v.claim))
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		v.session, s.admission = session, adm
+		ext.variants[variantKey(all)] = v
+	}
+	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate), "extendedResources", classOf)
 	return nil, nil
 }
 
@@ -154,8 +175,10 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	node := nodeInfo.Node()
 	logger := klog.FromContext(ctx)
-	if st := extendedResourcesOn(nodeInfo, s.extended); st != nil {
-		return st
+	if s.ext != nil && s.ext.stale() {
+		// As upstream: an earlier attempt's claim is not reused (its
+		// allocation may no longer fit); PostFilter deletes it.
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("resourceclaim %s for the pod's extended resources is left from an earlier attempt", klog.KObj(s.ext.claim)))
 	}
 	for i, claim := range s.claims {
 		if reason := pl.unavailableOn(node, s.availableOn[i], claim); reason != "" {
@@ -163,7 +186,16 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 		}
 	}
-	if s.session == nil {
+	session := s.session
+	var variant *extendedVariant
+	if s.ext != nil {
+		variant = pl.variantOn(ctx, s, pod, nodeInfo)
+		if variant.err != nil {
+			return fwk.AsStatus(variant.err)
+		}
+		session = variant.session
+	}
+	if session == nil {
 		return nil
 	}
 	actx := ctx
@@ -179,7 +211,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	if host != nil {
 		host.Excluded = s.admission.excluded(node)
 	}
-	res, err := s.session.Allocate(actx, node, host)
+	res, err := session.Allocate(actx, node, host)
 	observeAllocation(start, err)
 	switch {
 	case err == nil:
@@ -201,6 +233,9 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	s.mu.Lock()
 	s.results[node.Name] = res
+	if variant != nil {
+		s.variants[node.Name] = variant
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -261,6 +296,12 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 			}
 			return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 		}
+	}
+	if s.ext != nil && s.ext.stale() {
+		if err := pl.deleteClaim(ctx, s.ext.claim); err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("delete resourceclaim %s left from an earlier attempt: %w", klog.KObj(s.ext.claim), err))
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

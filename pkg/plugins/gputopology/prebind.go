@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -22,7 +23,7 @@ import (
 // PreBindPreFlight skips PreBind for pods without claims.
 func (pl *GPUTopology) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
-	if s, err := getState(cs); err != nil || len(s.claims) == 0 {
+	if s, err := getState(cs); err != nil || (len(s.claims) == 0 && s.ext == nil) {
 		return result, fwk.NewStatus(fwk.Skip)
 	}
 	return result, nil
@@ -38,31 +39,53 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	res := s.result(nodeName)
+	ext := s.extendedClaimOn(nodeName)
 	allocationOf := make(map[int]*resourceapi.AllocationResult, len(s.toAllocate))
+	names := make([]string, 0, len(s.toAllocate)+1)
 	if res != nil {
 		for k, i := range s.toAllocate {
 			allocationOf[i] = &res.Allocations[k]
+			names = append(names, s.claims[i].Name)
 		}
 	}
-	var written []*resourceapi.ResourceClaim
+	note := func(extendedName string) string {
+		if res == nil {
+			return ""
+		}
+		if ext != nil {
+			return pl.explain(ctx, pod, nodeName, append(slices.Clip(names), extendedName), res)
+		}
+		return pl.explain(ctx, pod, nodeName, names, res)
+	}
+	// In flight under these UIDs until written.
+	var written []types.UID
 	for i, claim := range s.claims {
 		if resourceclaim.IsReservedForPod(pod, claim, false) {
 			continue
 		}
-		var note string
-		if res != nil && allocationOf[i] != nil {
-			note = pl.explain(ctx, pod, nodeName, s, res)
+		var why string
+		if allocationOf[i] != nil {
+			why = note("")
 		}
-		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i], note)
+		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i], why)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
 		s.claims[i] = updated
-		written = append(written, updated)
+		written = append(written, updated.UID)
+	}
+	if ext != nil && res != nil {
+		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		written = append(written, ext.claim.UID)
+		// Binding conditions are waited for on it as on the others.
+		s.claims = append(s.claims, bound)
 	}
 	// Written: the informer now carries the allocation; no longer in flight.
-	for _, claim := range written {
-		pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, true)
+	for _, uid := range written {
+		pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true)
 	}
 	if err := pl.waitForBindingConditions(ctx, pod, s); err != nil {
 		return fwk.AsStatus(err)
@@ -193,17 +216,18 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 	return nil
 }
 
-// explain words the placement note written on the claim
+// explain words the placement note written on the claims (named in the
+// result's order)
 // (PlacementAnnotation): the devices and why they were chosen. It logs
 // the same at verbosity 3.
-func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData, res *allocator.Result) string {
+func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, claims []string, res *allocator.Result) string {
 	var devices []string
-	for k, i := range s.toAllocate {
+	for k, claim := range claims {
 		var names []string
 		for _, r := range res.Allocations[k].Devices.Results {
 			names = append(names, r.Device)
 		}
-		devices = append(devices, fmt.Sprintf("%s=[%s]", s.claims[i].Name, strings.Join(names, ",")))
+		devices = append(devices, fmt.Sprintf("%s=[%s]", claim, strings.Join(names, ",")))
 	}
 	msg := fmt.Sprintf("allocated %s on node %s: %s", strings.Join(devices, " "), nodeName, why(res.Quality))
 	klog.FromContext(ctx).V(3).Info("Devices allocated", "pod", klog.KObj(pod), "node", nodeName, "devices", devices, "quality", res.Quality)

@@ -22,19 +22,26 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.session == nil || s.measureOnly {
+	if s.measureOnly {
 		return nil
 	}
+	claims := s.toAllocateClaims()
+	if v := s.extendedClaimOn(nodeName); v != nil {
+		claims = append(claims, v.claim)
+	}
+	if len(claims) == 0 {
+		return nil // the device plugin serves the pod's extended resources here
+	}
 	res := s.result(nodeName)
-	if res == nil || len(res.Allocations) != len(s.toAllocate) {
+	if res == nil || len(res.Allocations) != len(claims) {
 		return fwk.AsStatus(fmt.Errorf("internal error: no allocation for pod %s on node %s", klog.KObj(pod), nodeName))
 	}
 	if pl.learner != nil && res.Quality.Request.GPUs > 0 {
 		pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
 	}
 	logger := klog.FromContext(ctx)
-	for k, i := range s.toAllocate {
-		claim := s.claims[i].DeepCopy()
+	for k, claim := range claims {
+		claim := claim.DeepCopy()
 		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
 			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
 		}
@@ -66,4 +73,5 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 			}
 		}
 	}
+	pl.unreserveExtended(ctx, pod, s)
 }

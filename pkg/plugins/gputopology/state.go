@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -20,9 +19,9 @@ const stateKey fwk.StateKey = Name
 type stateData struct {
 	// claims of the pod, in pod.spec.resourceClaims order.
 	claims []*resourceapi.ResourceClaim
-	// extended: DRA-backed extended resources the pod asks for, with
-	// their DeviceClass.
-	extended map[v1.ResourceName]string
+	// ext: the pod's DRA extended resources and their claim; nil when
+	// it asks for none.
+	ext *extendedState
 	// toAllocate indexes claims that need an allocation.
 	toAllocate []int
 	// availableOn is, per claim, the node selector of an existing
@@ -42,6 +41,9 @@ type stateData struct {
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.
 	results map[string]*allocator.Result
+	// variants: per node name, the extended-resource claim allocated
+	// there with the pod's claims (nil or without claim: none).
+	variants map[string]*extendedVariant
 	// unavailable claims (allocated elsewhere, binding failed or timed
 	// out), for PostFilter to deallocate.
 	unavailable map[int]bool
@@ -77,12 +79,33 @@ func (d *stateData) result(node string) *allocator.Result {
 	return d.results[node]
 }
 
+// toAllocateClaims are the pod's claims that need an allocation.
+func (d *stateData) toAllocateClaims() []*resourceapi.ResourceClaim {
+	out := make([]*resourceapi.ResourceClaim, len(d.toAllocate))
+	for k, i := range d.toAllocate {
+		out[k] = d.claims[i]
+	}
+	return out
+}
+
+// extendedClaimOn is the extended-resource claim allocated on node with
+// the pod's claims (its allocation follows theirs in the result); nil
+// when there is none there.
+func (d *stateData) extendedClaimOn(node string) *extendedVariant {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v := d.variants[node]; v != nil && v.claim != nil {
+		return v
+	}
+	return nil
+}
+
 // NodeQuality returns the quality of the allocation Filter chose for the
 // pod on node, for the other gputopo score plugins. ok is false when the
 // pod needed no allocation or the node was not feasible.
 func NodeQuality(cs fwk.CycleState, node string) (allocator.Quality, bool) {
 	s, err := getState(cs)
-	if err != nil || s.session == nil {
+	if err != nil {
 		return allocator.Quality{}, false
 	}
 	r := s.result(node)

@@ -1,0 +1,118 @@
+package gputopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+)
+
+// extendedClaimVisibleTimeout bounds the wait for the informer to carry
+// a created extended-resource claim (upstream waits as long).
+const extendedClaimVisibleTimeout = 2 * time.Minute
+
+// bindExtendedClaim creates the node's extended-resource claim, writes
+// its allocation and the pod's reservation, and records the claim and
+// the container/request mapping in the pod's status, which the kubelet
+// reads to hand each container its devices.
+func (pl *GPUTopology) bindExtendedClaim(ctx context.Context, pod *v1.Pod, v *extendedVariant, s *stateData, allocation *resourceapi.AllocationResult, note func(string) string) (*resourceapi.ResourceClaim, error) {
+	fresh := v.claim.DeepCopy()
+	fresh.Name, fresh.UID = "", ""
+	fresh.Status = resourceapi.ResourceClaimStatus{}
+	created, err := pl.clientset.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, fresh, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create the claim of extended resources for pod %s: %w", klog.KObj(pod), err)
+	}
+	s.mu.Lock()
+	s.ext.created = created
+	s.mu.Unlock()
+	bound, err := pl.bindClaim(ctx, pod, created, allocation, note(created.Name))
+	if err != nil {
+		return nil, err
+	}
+	pl.waitUntilAssumed(ctx, bound)
+	status := pod.Status.DeepCopy()
+	status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{RequestMappings: v.mappings, ResourceClaimName: bound.Name}
+	if err := schedutil.PatchPodStatus(ctx, pl.clientset, pod.Name, pod.Namespace, &pod.Status, status); err != nil {
+		return nil, fmt.Errorf("record extended resource claim %s in the status of pod %s: %w", bound.Name, klog.KObj(pod), err)
+	}
+	return bound, nil
+}
+
+// waitUntilAssumed waits for the informer to carry the claim the
+// scheduler just created, so that its allocation counts for the next
+// pods; the claim is written either way, so a timeout is only logged.
+func (pl *GPUTopology) waitUntilAssumed(ctx context.Context, claim *resourceapi.ResourceClaim) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, extendedClaimVisibleTimeout, true, func(context.Context) (bool, error) {
+		err := pl.draManager.ResourceClaims().AssumeClaimAfterAPICall(claim)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, assumecache.ErrNotFound):
+			return false, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		klog.FromContext(ctx).V(5).Info("Extended resource claim not in the assume cache", "claim", klog.KObj(claim), "err", err)
+	}
+}
+
+// unreserveExtended drops the extended-resource claim's in-flight
+// allocation and deletes the claim if PreBind created it.
+func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *stateData) {
+	if s.ext == nil {
+		return
+	}
+	claims := pl.draManager.ResourceClaims()
+	if claims.MaybeRemoveClaimPendingAllocation(s.ext.claim.UID, false) {
+		claims.AssumedClaimRestore(s.ext.claim.Namespace, s.ext.claim.Name)
+	}
+	s.mu.Lock()
+	created := s.ext.created
+	s.ext.created = nil
+	s.mu.Unlock()
+	if created == nil {
+		return
+	}
+	if err := pl.deleteClaim(ctx, created); err != nil {
+		klog.FromContext(ctx).Error(err, "Deleting the extended resource claim failed", "pod", klog.KObj(pod), "claim", klog.KObj(created))
+	}
+}
+
+// deleteClaim deletes a claim the scheduler made, first removing the
+// delete-protection finalizer it added.
+func (pl *GPUTopology) deleteClaim(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	claims := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		i := slices.Index(latest.Finalizers, resourceapi.Finalizer)
+		if i < 0 {
+			return nil
+		}
+		latest.Finalizers = slices.Delete(latest.Finalizers, i, i+1)
+		_, err = claims.Update(ctx, latest, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove the finalizer of resourceclaim %s: %w", klog.KObj(claim), err)
+	}
+	if err := claims.Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete resourceclaim %s: %w", klog.KObj(claim), err)
+	}
+	return nil
+}
