@@ -14,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -185,6 +186,38 @@ func TestNodeAgentProcess(t *testing.T) {
 	}
 
 	dra := drapb.NewDRAPluginClient(dial(t, filepath.Join(agent.pluginDir, "dra.sock")))
+	c.prepareAndUnprepare(dra, agent, claim)
+
+	// A pod that asks for nvidia.com/gpu: 2 (the extended-resource
+	// overlay's class): the scheduler makes its claim, the agent prepares
+	// it like any other and the runtime finds its CDI devices.
+	c.patchExtendedResourceName()
+	c.create(extendedPod(ns, "plain", "nvidia.com/gpu", "gputopo-scheduler", node, 2))
+	plain := c.waitScheduled(ns, "plain")["plain"]
+	var extended *resourceapi.ResourceClaim
+	c.waitFor("extended resource claim of plain", 30*time.Second, func() (bool, error) {
+		extended = c.extendedClaimOf(plain)
+		return extended != nil && extended.Status.Allocation != nil, nil
+	})
+	if n := len(extended.Status.Allocation.Devices.Results); n != 2 {
+		t.Fatalf("claim %s: %d devices allocated, want 2", extended.Name, n)
+	}
+	c.prepareAndUnprepare(dra, agent, extended)
+
+	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
+	agent.stop(syscall.SIGTERM)
+	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
+		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
+	}
+}
+
+// prepareAndUnprepare prepares the claim through the agent's kubelet
+// plugin socket as the kubelet does, checks that the container runtime
+// finds a CDI device for every allocated device, and unprepares it.
+func (c *cluster) prepareAndUnprepare(dra drapb.DRAPluginClient, agent *agentProcess, claim *resourceapi.ResourceClaim) {
+	t := c.t
+	t.Helper()
+	results := claim.Status.Allocation.Devices.Results
 	uid := string(claim.UID)
 	ref := []*drapb.Claim{{Namespace: claim.Namespace, Name: claim.Name, Uid: uid}}
 	prep, err := dra.NodePrepareResources(c.ctx, &drapb.NodePrepareResourcesRequest{Claims: ref})
@@ -221,12 +254,6 @@ func TestNodeAgentProcess(t *testing.T) {
 	}
 	if left := cdiRuntime(t, agent.cdiDir).ListDevices(); len(left) > 0 {
 		t.Errorf("CDI devices left after unprepare: %v", left)
-	}
-
-	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
-	agent.stop(syscall.SIGTERM)
-	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
-		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
 	}
 }
 

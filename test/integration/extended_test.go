@@ -387,12 +387,19 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 
 // extendedResourceClasses installs the classes as kubectl apply -k
 // manifests/scheduler/extended-resource does: the base classes, then the
-// overlay's patch. (Kustomize's own packages cannot be linked into this
-// test: they import package plugin, which makes the binary resolve
-// go-nvml's symbols at start.)
+// overlay's patch.
 func (c *cluster) extendedResourceClasses() {
 	c.t.Helper()
 	c.deviceClasses()
+	c.patchExtendedResourceName()
+}
+
+// patchExtendedResourceName applies the extended-resource overlay's
+// patch to the installed classes. (Kustomize's own packages cannot be
+// linked into this test: they import package plugin, which makes the
+// binary resolve go-nvml's symbols at start.)
+func (c *cluster) patchExtendedResourceName() {
+	c.t.Helper()
 	raw, err := os.ReadFile("../../manifests/scheduler/extended-resource/gpu-extended-resource.yaml")
 	if err != nil {
 		c.t.Fatal(err)

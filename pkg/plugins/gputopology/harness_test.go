@@ -16,6 +16,7 @@ import (
 	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -68,12 +69,17 @@ func newTestEnv(t *testing.T, objs objects) *testEnv {
 	})
 	tCtx.ExpectNoError(err, "slice tracker")
 	claims := assumecache.NewAssumeCache(tCtx.Logger(), factory.Resource().V1().ResourceClaims().Informer(), "resource claim", "", nil)
-	synced := []cache.DoneChecker{slices.HasSyncedChecker(), claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSyncedChecker()}
+	draManager := dynamicresources.NewDRAManager(tCtx, claims, slices, factory)
+	// As the scheduler does: the extended-resource cache follows the
+	// DeviceClass informer (DRAExtendedResource).
+	classes, err := factory.Resource().V1().DeviceClasses().Informer().AddEventHandler(draManager.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache))
+	tCtx.ExpectNoError(err, "extended resource cache")
+	synced := []cache.DoneChecker{slices.HasSyncedChecker(), claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSyncedChecker(), classes.HasSyncedChecker()}
 	fh, err := runtime.NewFramework(tCtx, nil, nil,
 		runtime.WithClientSet(env.client),
 		runtime.WithInformerFactory(factory),
 		runtime.WithEventRecorder(&events.FakeRecorder{}),
-		runtime.WithSharedDRAManager(dynamicresources.NewDRAManager(tCtx, claims, slices, factory)),
+		runtime.WithSharedDRAManager(draManager),
 	)
 	tCtx.ExpectNoError(err, "framework")
 	pl, err := New(tCtx, nil, fh, defaultGates())
@@ -112,8 +118,9 @@ func newTestEnv(t *testing.T, objs objects) *testEnv {
 	return env
 }
 
-// versionReactor gives created objects a UID and every write a new
-// resourceVersion, as the API server does; the assume cache compares them.
+// versionReactor gives created objects a UID (and a name from
+// generateName) and every write a new resourceVersion, as the API server
+// does; the assume cache compares them.
 func versionReactor() cgotesting.ReactionFunc {
 	var mu sync.Mutex
 	var version, uid int
@@ -132,6 +139,9 @@ func versionReactor() cgotesting.ReactionFunc {
 		if action.GetVerb() == "create" && m.GetUID() == "" {
 			uid++
 			m.SetUID(types.UID(fmt.Sprintf("uid-%d", uid)))
+		}
+		if action.GetVerb() == "create" && m.GetName() == "" && m.GetGenerateName() != "" {
+			m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), uid))
 		}
 		version++
 		m.SetResourceVersion(strconv.Itoa(version))

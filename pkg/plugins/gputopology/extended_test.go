@@ -1,0 +1,128 @@
+package gputopology
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cgotesting "k8s.io/client-go/testing"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+)
+
+var extendedGPUClass = &resourceapi.DeviceClass{
+	ObjectMeta: metav1.ObjectMeta{Name: "example-gpu"},
+	Spec: resourceapi.DeviceClassSpec{
+		ExtendedResourceName: ptr.To("example.com/gpu"),
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: `device.driver == "` + contract.DefaultDriver + `"`}}},
+	},
+}
+
+func extendedGPUPod(name string, n int64) *v1.Pod {
+	q := *resource.NewQuantity(n, resource.DecimalSI)
+	return st.MakePod().Name(name).Namespace(ns).UID("uid-pod-"+name).
+		Containers([]v1.Container{{Name: "main", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{"example.com/gpu": q}, Limits: v1.ResourceList{"example.com/gpu": q}}}}).Obj()
+}
+
+func (e *testEnv) claimsInNamespace() []resourceapi.ResourceClaim {
+	e.tCtx.Helper()
+	l, err := e.client.ResourceV1().ResourceClaims(ns).List(e.tCtx, metav1.ListOptions{})
+	e.tCtx.ExpectNoError(err, "list claims")
+	return l.Items
+}
+
+// A pod that asks for example.com/gpu: 2 gets an NVLink pair through a
+// claim created in PreBind. When PreBind fails after creating it,
+// Unreserve deletes the claim and releases the devices; the next attempt
+// makes a new claim and records it in the pod's status.
+func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
+	pod := extendedGPUPod("p", 2)
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+	var failStatus atomic.Bool
+	failStatus.Store(true)
+	env.client.PrependReactor("patch", "pods", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		if a.GetSubresource() == "status" && failStatus.Load() {
+			return true, nil, errors.New("injected failure")
+		}
+		return false, nil, nil
+	})
+	inFlight := func() int {
+		d, err := env.pl.draManager.ResourceClaims().ListAllAllocatedDevices()
+		env.tCtx.ExpectNoError(err, "allocated devices")
+		return d.Len()
+	}
+
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if n := inFlight(); n != 2 {
+		t.Fatalf("Reserve: %d devices in flight, want 2", n)
+	}
+	if _, status := env.pl.PreBindPreFlight(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBindPreFlight: %v", status)
+	}
+	wantStatus(t, "PreBind with the pod status patch failing", env.pl.PreBind(env.tCtx, cs, pod, "node-a"), fwk.Error, "injected failure")
+	if n := len(env.claimsInNamespace()); n != 1 {
+		t.Fatalf("after the failed PreBind: %d claims, want the one it created", n)
+	}
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	if claims := env.claimsInNamespace(); len(claims) != 0 {
+		t.Errorf("Unreserve left claims %v", claims)
+	}
+	// The deleted claim leaves the tracker when the informer sees it go.
+	if err := wait.PollUntilContextTimeout(env.tCtx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return inFlight() == 0, nil
+	}); err != nil {
+		t.Errorf("Unreserve: %d devices still allocated or in flight", inFlight())
+	}
+
+	failStatus.Store(false)
+	cs = env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	claims := env.claimsInNamespace()
+	if len(claims) != 1 {
+		t.Fatalf("%d claims, want 1", len(claims))
+	}
+	c := claims[0]
+	if !strings.HasPrefix(c.Name, "p-extended-resources-") || c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+		t.Errorf("claim %s, annotations %v: want upstream's name and annotation", c.Name, c.Annotations)
+	}
+	if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 2 {
+		t.Fatalf("allocation %+v, want 2 devices", c.Status.Allocation)
+	}
+	if note := c.Annotations[PlacementAnnotation]; !strings.Contains(note, "link class nvlink") {
+		t.Errorf("placement note %q, want an NVLink pair", note)
+	}
+	stored, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
+	env.tCtx.ExpectNoError(err, "get pod")
+	want := &v1.PodExtendedResourceClaimStatus{ResourceClaimName: c.Name, RequestMappings: []v1.ContainerExtendedResourceRequest{
+		{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
+	if got := stored.Status.ExtendedResourceClaimStatus; got == nil || got.ResourceClaimName != want.ResourceClaimName || len(got.RequestMappings) != 1 || got.RequestMappings[0] != want.RequestMappings[0] {
+		t.Errorf("pod status %+v, want %+v", got, want)
+	}
+}
