@@ -33,7 +33,7 @@ var extendedGPUClass = &resourceapi.DeviceClass{
 
 func extendedGPUPod(name string, n int64) *v1.Pod {
 	q := *resource.NewQuantity(n, resource.DecimalSI)
-	return st.MakePod().Name(name).Namespace(ns).UID("uid-pod-"+name).
+	return st.MakePod().Name(name).Namespace(ns).UID("uid-pod-" + name).
 		Containers([]v1.Container{{Name: "main", Resources: v1.ResourceRequirements{
 			Requests: v1.ResourceList{"example.com/gpu": q}, Limits: v1.ResourceList{"example.com/gpu": q}}}}).Obj()
 }
