@@ -16,3 +16,10 @@ var SchedulerConfigMap []byte
 //
 //go:embed scheduler/deviceclasses/deviceclasses.yaml
 var DeviceClasses []byte
+
+// ExtendedResourcePatch is the patch of the extended-resource overlay
+// (manifests/scheduler/extended-resource): the class that also serves
+// resources.limits nvidia.com/gpu.
+//
+//go:embed scheduler/extended-resource/gpu-extended-resource.yaml
+var ExtendedResourcePatch []byte

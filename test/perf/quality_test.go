@@ -42,7 +42,7 @@ func qualityHook(scheduler string) perf.HookFn {
 		}
 		workload := parts[len(parts)-2] + "/" + parts[len(parts)-1]
 		switch parts[len(parts)-2] {
-		case "GPUFleet", "MIGStream", "SharedGPUs":
+		case "GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs":
 		default:
 			return nil // upstream's workloads: throughput only
 		}
@@ -99,7 +99,7 @@ func measure(tCtx ktesting.TContext, testCase string) (map[string]float64, error
 	}
 	stream := streamOf(pods.Items, claims.Items)
 	switch testCase {
-	case "GPUFleet":
+	case "GPUFleet", "GPUFleetExtended":
 		m := linkQuality(stream, slices.Items)
 		whole, placed := 0, 0
 		for _, p := range pods.Items {
@@ -203,6 +203,9 @@ func streamOf(pods []v1.Pod, claims []resourceapi.ResourceClaim) []streamPod {
 		sp := streamPod{seq: seq, node: p.Spec.NodeName}
 		for _, s := range p.Status.ResourceClaimStatuses {
 			sp.devices = append(sp.devices, devicesOf[ptr.Deref(s.ResourceClaimName, "")]...)
+		}
+		if s := p.Status.ExtendedResourceClaimStatus; s != nil {
+			sp.devices = append(sp.devices, devicesOf[s.ResourceClaimName]...)
 		}
 		out = append(out, sp)
 	}

@@ -51,9 +51,14 @@ var suites = []suite{
 		fast:      map[string][]string{"ConsumableCapacity": {"fast"}},
 	},
 	{
+		name: "extendedresource", upstreamDir: "extendedresource",
+		workloads: map[string][]string{"ExtendedResource": {"Explicit_25classes_2000pods_200nodes"}},
+		fast:      map[string][]string{"ExtendedResource": {"fast"}},
+	},
+	{
 		name:      "gputopo",
-		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}},
-		fast:      map[string][]string{"GPUFleet": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}},
+		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}},
+		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}},
 	},
 }
 

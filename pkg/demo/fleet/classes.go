@@ -12,13 +12,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/manifests"
 )
 
 // CreateDeviceClasses creates the DeviceClasses the manifests install
-// (manifests/scheduler/deviceclasses); classes that exist are kept.
+// with the extended-resource overlay (manifests/scheduler/extended-resource:
+// the whole-GPU class also serves resources.limits nvidia.com/gpu);
+// classes that exist are kept.
 func CreateDeviceClasses(ctx context.Context, client kubernetes.Interface) error {
+	var overlay resourceapi.DeviceClass
+	if err := yaml.UnmarshalStrict(manifests.ExtendedResourcePatch, &overlay); err != nil {
+		return fmt.Errorf("extended resource overlay: %w", err)
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests.DeviceClasses), 4096)
 	for {
 		var dc resourceapi.DeviceClass
@@ -30,6 +37,9 @@ func CreateDeviceClasses(ctx context.Context, client kubernetes.Interface) error
 		}
 		if dc.Name == "" {
 			continue
+		}
+		if dc.Name == overlay.Name {
+			dc.Spec.ExtendedResourceName = overlay.Spec.ExtendedResourceName
 		}
 		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("device class %s: %w", dc.Name, err)

@@ -153,7 +153,7 @@ func (r *replayer) arrive(ctx context.Context, step int) error {
 			name := fmt.Sprintf("%s-%d", g.Name, k)
 			r.arrived += tmpl.GPUs
 			for i, t := range r.targets {
-				pod := podFor(t, name, g, r.seq, r.o.NodeLabel)
+				pod := podFor(t, name, g, tmpl, r.seq, r.o.NodeLabel)
 				if _, err := r.client.CoreV1().Pods(t.Namespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("create pod %s/%s: %w", t.Namespace(), name, err)
 				}
@@ -221,6 +221,9 @@ func setup(ctx context.Context, client kubernetes.Interface, w Workload, t Targe
 		return err
 	}
 	for name, tmpl := range w.Templates {
+		if tmpl.Resource != "" {
+			continue // its pods ask for an extended resource
+		}
 		ct := &resourceapi.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: name},
 			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: ClaimSpec(tmpl)},
@@ -232,7 +235,7 @@ func setup(ctx context.Context, client kubernetes.Interface, w Workload, t Targe
 	return nil
 }
 
-func podFor(t Target, name string, g PodGroup, seq int, nodeLabel string) *v1.Pod {
+func podFor(t Target, name string, g PodGroup, tmpl ClaimTemplate, seq int, nodeLabel string) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: name,
 			Labels: map[string]string{"gputopo.io/group": g.Name, "gputopo.io/seq": strconv.Itoa(seq)}},
@@ -242,6 +245,12 @@ func podFor(t Target, name string, g PodGroup, seq int, nodeLabel string) *v1.Po
 				Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}},
 			ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(g.Template)}},
 		},
+	}
+	if tmpl.Resource != "" {
+		n := *resource.NewQuantity(tmpl.Count, resource.DecimalSI)
+		p.Spec.ResourceClaims = nil
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{
+			Limits: v1.ResourceList{v1.ResourceName(tmpl.Resource): n}, Requests: v1.ResourceList{v1.ResourceName(tmpl.Resource): n}}
 	}
 	if nodeLabel != "" {
 		p.Spec.NodeSelector = map[string]string{nodeLabel: t.Copy}

@@ -100,6 +100,9 @@ func snapshot(ctx context.Context, client kubernetes.Interface, ns string, recor
 		for _, s := range p.Status.ResourceClaimStatuses {
 			r.Devices = append(r.Devices, devices[ptr.Deref(s.ResourceClaimName, "")]...)
 		}
+		if s := p.Status.ExtendedResourceClaimStatus; s != nil {
+			r.Devices = append(r.Devices, devices[s.ResourceClaimName]...)
+		}
 		if !r.Bound {
 			r.Reason = reason(&p)
 		}

@@ -41,7 +41,19 @@ type ClaimTemplate struct {
 	// Kind labels the template in the report: "tensor-parallel", "MIG",
 	// "shared", "article"... (default: the class).
 	Kind string `json:"kind,omitempty"`
+	// Resource makes the pods ask for Count of this extended resource in
+	// resources.limits instead of a claim: nvidia.com/gpu (the class's
+	// extendedResourceName, manifests/scheduler/extended-resource) or
+	// deviceclass.resource.kubernetes.io/<class>. Only with class
+	// gpu.nvidia.com and without selector, memory or compute.
+	Resource string `json:"resource,omitempty"`
 }
+
+// ExtendedGPU is the extended resource the whole-GPU class serves.
+const ExtendedGPU = "nvidia.com/gpu"
+
+// implicitResource is the extended resource every class serves.
+func implicitResource(class string) string { return "deviceclass.resource.kubernetes.io/" + class }
 
 // PodGroup is Count pods of one template arriving (and maybe leaving)
 // together.
@@ -82,6 +94,16 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		}
 		if t.Count < 0 {
 			errs = append(errs, field.Invalid(p.Child("count"), t.Count, "must not be negative"))
+		}
+		if t.Resource != "" {
+			switch {
+			case t.Resource != ExtendedGPU && t.Resource != implicitResource(t.Class):
+				errs = append(errs, field.NotSupported(p.Child("resource"), t.Resource, []string{ExtendedGPU, implicitResource(t.Class)}))
+			case t.Class != contract.ClassGPU && t.Resource == ExtendedGPU:
+				errs = append(errs, field.Invalid(p.Child("resource"), t.Resource, "only class "+contract.ClassGPU+" serves it"))
+			case t.Selector != "" || t.Memory != nil || t.Compute != nil:
+				errs = append(errs, field.Forbidden(p.Child("resource"), "a pod asking for an extended resource has no selector, memory or compute"))
+			}
 		}
 	}
 	seen := map[string]bool{}
