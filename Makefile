@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn
+.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -71,6 +71,15 @@ bench-perf: $(ETCD)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 60m ./test/perf \
 		-args -data-items-dir=$(abspath $(PERF_OUT)) $(PERF_FLAGS) > $(PERF_OUT)/bench.log 2>&1 || (tail -50 $(PERF_OUT)/bench.log; exit 1)
 	$(GO) run ./hack/perfreport $(PERF_OUT) | tee $(PERF_OUT)/report.txt
+
+## bench-large: GPUFleet on 5,000 nodes (40,000 GPUs) through both
+## profiles with CPU profiles (about 20 minutes): CPU seconds per pod in
+## the scheduler's code and p50/p99 scheduling latency, side by side.
+bench-large: $(ETCD)
+	@rm -rf $(OUT)/perf-large && mkdir -p $(OUT)/perf-large
+	GPUTOPO_PERF_SCALE=large GPUTOPO_PERF_SUITES=gputopo PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 90m ./test/perf \
+		-args -data-items-dir=$(abspath $(OUT)/perf-large) -perf-cpuprofile > $(OUT)/perf-large/bench.log 2>&1 || (tail -50 $(OUT)/perf-large/bench.log; exit 1)
+	$(GO) run ./hack/perfreport -cpu-pods=2000 $(OUT)/perf-large | tee $(OUT)/perf-large/report.txt
 
 ## bench-smoke: every benchmark workload at its smallest size (CI).
 bench-smoke: $(ETCD)

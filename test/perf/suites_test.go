@@ -32,6 +32,8 @@ type suite struct {
 	// workloads to run per test case, by scale.
 	workloads map[string][]string
 	fast      map[string][]string
+	// large: make bench-large's workloads (GPUTOPO_PERF_SCALE=large).
+	large map[string][]string
 }
 
 var suites = []suite{
@@ -59,6 +61,7 @@ var suites = []suite{
 		name:      "gputopo",
 		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}},
 		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}},
+		large:     map[string][]string{"GPUFleet": {"5000nodes"}},
 	},
 }
 
@@ -192,21 +195,28 @@ func inDir(tb testing.TB, dir string, f func()) {
 //
 // GPUTOPO_PERF_SUITES and GPUTOPO_PERF_SCHEDULERS (comma-separated)
 // narrow the run while profiling. GPUTOPO_PERF_SCALE=fast runs each test case's smallest workload instead
-// (`make bench-smoke`, in CI): the same code paths in about a minute.
+// (`make bench-smoke`, in CI): the same code paths in about a minute;
+// GPUTOPO_PERF_SCALE=large the 5,000-node fleet (`make bench-large`).
 func BenchmarkPerfScheduling(b *testing.B) {
 	framework.StartEtcd(klog.Background(), b, false)
 	dir := workdir(b)
 	// Workloads are chosen by name above, not by upstream's labels.
 	perf.PerfSchedulingLabelFilter = ""
-	fast := os.Getenv("GPUTOPO_PERF_SCALE") == "fast"
+	scale := os.Getenv("GPUTOPO_PERF_SCALE")
 	only := os.Getenv("GPUTOPO_PERF_SUITES") // comma-separated suite names
 	for _, s := range suites {
 		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
 			continue
 		}
 		chosen := s.workloads
-		if fast {
+		switch scale {
+		case "fast":
 			chosen = s.fast
+		case "large":
+			chosen = s.large
+		}
+		if len(chosen) == 0 {
+			continue
 		}
 		for _, sched := range schedulers {
 			if only := os.Getenv("GPUTOPO_PERF_SCHEDULERS"); only != "" && !slices.Contains(strings.Split(only, ","), sched) {
