@@ -141,17 +141,17 @@ func churnKinds(streams []string, cells map[[2]string]*churnCell, targets, copie
 		Head:    append([]string{"stream", "kind"}, targets...),
 	}
 	for _, st := range streams {
-		var any *churnCell
+		var first *churnCell
 		for _, cp := range copies {
 			if c := cells[[2]string{st, cp}]; c != nil {
-				any = c
+				first = c
 				break
 			}
 		}
-		if any == nil {
+		if first == nil {
 			continue
 		}
-		for k, kc := range any.runs[0].Kinds {
+		for k, kc := range first.runs[0].Kinds {
 			row := []string{st, kc.Kind}
 			for _, cp := range copies {
 				c := cells[[2]string{st, cp}]

@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -109,7 +108,7 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 			Name:         extendedClaimInMemory,
 			GenerateName: pod.Name + "-extended-resources-",
 			// In flight under this UID until PreBind creates the claim.
-			UID: types.UID(uuid.NewUUID()),
+			UID: uuid.NewUUID(),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true),
 			}},
