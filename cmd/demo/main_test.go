@@ -30,7 +30,7 @@ func TestDefaultScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"gputopo", "in-tree (first-fit)", "tensor-parallel requests served", "DRA article requests served", "MIG requests served", "shared requests served", "nvidia.com/gpu requests served"} {
+	for _, want := range []string{"gputopo", "in-tree (first-fit)", "tensor-parallel requests served", "DRA article requests served", "MIG requests served", "shared requests served", "nvidia.com/gpu requests served", "GPUs held, averaged over the steps"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}

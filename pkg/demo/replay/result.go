@@ -127,7 +127,32 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 		s := served[k]
 		r.Extra = append(r.Extra, report.Figure{Label: k + " requests served", Value: float64(s[0]), Unit: fmt.Sprintf("of %d", s[1])})
 	}
+	if departs(w) && len(out.Curve) > 0 {
+		// With departures the GPUs left unallocated at the end say little;
+		// what the fleet held over the run does.
+		r.Extra = append(r.Extra, report.Figure{Label: "GPUs held, averaged over the steps", Value: heldPercent(out.Curve), Unit: "%"})
+	}
 	return r, nil
+}
+
+// departs reports whether some pods of the workload leave.
+func departs(w Workload) bool {
+	for _, g := range w.Pods {
+		if g.Leave != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// heldPercent is the share of the GPUs in use after each step, averaged
+// over the steps.
+func heldPercent(curve []Point) float64 {
+	sum := 0.0
+	for _, p := range curve {
+		sum += 100 - p.UnallocatedPercent
+	}
+	return sum / float64(len(curve))
 }
 
 // occupancy is each GPU's used share at the end: whole devices count 1,

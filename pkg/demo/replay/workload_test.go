@@ -31,3 +31,12 @@ pods:
 		}
 	}
 }
+
+func TestHeldPercent(t *testing.T) {
+	if got := heldPercent([]Point{{10, 90}, {50, 40}, {100, 20}}); got != 50 {
+		t.Errorf("held %v, want (10+60+80)/3 = 50", got)
+	}
+	if departs(Workload{Pods: []PodGroup{{Arrive: 0}}}) || !departs(Workload{Pods: []PodGroup{{Arrive: 0}, {Arrive: 1, Leave: 3}}}) {
+		t.Error("departs: wrong for a workload without or with a leaving group")
+	}
+}
