@@ -238,6 +238,18 @@ var extCases = []extCase{
 		bestLink: topology.LinkNVLink,
 	},
 	{
+		// A claim of its own next to the extended resource: both are
+		// allocated in one go, the claim's GPU next to the pair.
+		name: "with-claim", classes: []*resourceapi.DeviceClass{extClass("ext-mixed", "example.com/gpu-m")}, prepare: withPairs, bound: true,
+		pod: func(ns, name, s, node string) *v1.Pod {
+			p := extendedPod(ns, name, "example.com/gpu-m", s, node, 2)
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "own", ResourceClaimTemplateName: ptr.To("ext-one-gpu")}}
+			p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "own"}}
+			return p
+		},
+		bestLink: topology.LinkNVLink,
+	},
+	{
 		name: "too-large", classes: []*resourceapi.DeviceClass{extClass("ext-large", "example.com/gpu-l")}, prepare: withPairs,
 		pod: func(ns, name, s, node string) *v1.Pod {
 			return extendedPod(ns, name, "example.com/gpu-l", s, node, 9)
@@ -256,6 +268,7 @@ func TestExtendedResourceParity(t *testing.T) {
 	c := startCluster(t)
 	c.extendedResourceClasses()
 	const ns = "default"
+	c.create(gpuTemplate(ns, "ext-one-gpu", "gpu.nvidia.com", 1))
 	who := map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
 	for _, tc := range extCases {
 		for _, cl := range tc.classes {
