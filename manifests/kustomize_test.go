@@ -25,6 +25,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
 		{"scheduler/extended-resource", []string{"DeviceClass"}, 0},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
+		{"kubectl", []string{"ClusterRole", "ServiceAccount", "ClusterRoleBinding"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
 		{"examples/pods", []string{"Pod"}, 0},
 	}

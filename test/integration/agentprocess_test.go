@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,6 +204,23 @@ func TestNodeAgentProcess(t *testing.T) {
 		t.Fatalf("claim %s: %d devices allocated, want 2", extended.Name, n)
 	}
 	c.prepareAndUnprepare(dra, agent, extended)
+
+	// kubectl gputopo nodes, under the read-only role of manifests/kubectl,
+	// shows the agent's GPUs and what holds them.
+	viewer := c.serviceAccountKubeconfig("gputopo-system", "gputopo-viewer", "../../manifests/kubectl")
+	out, err := exec.CommandContext(c.ctx, kubectlBinary, "nodes", "--kubeconfig", viewer, "--node", node).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl gputopo nodes: %v\n%s", err, out)
+	}
+	t.Logf("kubectl gputopo nodes:\n%s", out)
+	for _, want := range []string{"NVLINK DOMAIN", "nvlink ", "claim " + ns + "/" + claim.Name + " for pod " + ns + "/pair", "claim " + ns + "/" + extended.Name + " for pod " + ns + "/plain", "free"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kubectl gputopo nodes lacks %q", want)
+		}
+	}
+	if lines := strings.Count(string(out), "\n"); lines != 1+8 {
+		t.Errorf("kubectl gputopo nodes: %d lines, want a head and one per GPU", lines)
+	}
 
 	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
 	agent.stop(syscall.SIGTERM)

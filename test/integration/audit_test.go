@@ -25,6 +25,7 @@ import (
 var productUsers = map[string]string{
 	schedulerUser: "scheduler",
 	agentUser:     "nodeagent",
+	"system:serviceaccount:gputopo-system:gputopo-viewer": "viewer",
 }
 
 // probeUserAgent marks requests a test makes with a product identity to
@@ -168,8 +169,8 @@ var unusedAllowed = map[string]string{
 	"scheduler update events":                                    "the core/v1 events API (see create events)",
 	"scheduler update events.events.k8s.io":                      "the recorder updates an event only when it aggregates series, not seen in the tests' short runs",
 	"scheduler patch events.events.k8s.io":                       "the recorder patches an event series when the same event repeats within minutes",
-	"scheduler create resourceclaims.resource.k8s.io":            "the default-scheduler profile creates the claim of a pod asking for a DRA extended resource (KEP-5004)",
-	"scheduler delete resourceclaims.resource.k8s.io":            "the default-scheduler profile deletes a stale DRA extended-resource claim",
+	"scheduler create resourceclaims.resource.k8s.io":            "both profiles create the claim of a pod asking for a DRA extended resource (KEP-5004)",
+	"scheduler delete resourceclaims.resource.k8s.io":            "both profiles delete a stale DRA extended-resource claim",
 	"scheduler update pods/finalizers":                           "the default-scheduler profile's DRA extended-resource claims are owned by the pod (blockOwnerDeletion)",
 	"scheduler create tokenreviews.authentication.k8s.io":        "delegated authentication of clients of the secure port (/metrics scraped with a token); the test allows /metrics without one",
 	"scheduler create subjectaccessreviews.authorization.k8s.io": "delegated authorization of the secure port (see tokenreviews)",
@@ -242,6 +243,7 @@ func checkRBACCoverage() ([]string, error) {
 	for who, path := range map[string]string{
 		"scheduler": "../../manifests/scheduler/base/rbac.yaml",
 		"nodeagent": "../../manifests/nodeagent/rbac.yaml",
+		"viewer":    "../../manifests/kubectl/rbac.yaml",
 	} {
 		rules, err := roleRules(path)
 		if err != nil {

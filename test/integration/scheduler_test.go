@@ -19,18 +19,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// schedulerBinary and agentBinary are cmd/scheduler and cmd/nodeagent,
-// built once by TestMain: tests run them as their own processes, as a
-// cluster runs them.
-var schedulerBinary, agentBinary string
+// schedulerBinary, agentBinary and kubectlBinary are cmd/scheduler,
+// cmd/nodeagent and cmd/kubectl-gputopo, built once by TestMain: tests
+// run them as their own processes, as a cluster (and a person) runs them.
+var schedulerBinary, agentBinary, kubectlBinary string
 
 // buildBinaries builds the product's commands into dir.
 func buildBinaries(dir string) error {
 	schedulerBinary = filepath.Join(dir, "gputopo-scheduler")
 	agentBinary = filepath.Join(dir, "gputopo-nodeagent")
+	kubectlBinary = filepath.Join(dir, "kubectl-gputopo")
 	for bin, pkg := range map[string]string{
 		schedulerBinary: "github.com/gputopo/gputopo/cmd/scheduler",
 		agentBinary:     "github.com/gputopo/gputopo/cmd/nodeagent",
+		kubectlBinary:   "github.com/gputopo/gputopo/cmd/kubectl-gputopo",
 	} {
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,58 @@
+// Command kubectl-gputopo is a kubectl plugin (kubectl gputopo ...) that
+// shows a cluster's GPUs the way gputopo's scheduler sees them. It reads
+// through any kubeconfig; the read-only role it needs is in
+// manifests/kubectl (docs/kubectl.md).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gputopo/gputopo/pkg/inspect"
+)
+
+const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME]
+
+  nodes   each node's devices grouped by NVLink domain and clique, with the
+          claims (and their pods) that hold them`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "kubectl-gputopo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] != "nodes" {
+		return fmt.Errorf("unknown or missing command\n%s", usage)
+	}
+	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
+	node := fs.String("node", "", "only this node")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return inspect.Nodes(ctx, client, *node, out)
+}

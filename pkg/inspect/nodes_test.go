@@ -1,0 +1,84 @@
+package inspect
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+
+func slice(node string, devs ...resourceapi.Device) resourceapi.ResourceSlice {
+	return resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To(node),
+		Pool: resourceapi.ResourcePool{Name: node}, Devices: devs}}
+}
+
+func device(name string, attrs map[string]string) resourceapi.Device {
+	d := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
+	for k, v := range attrs {
+		d.Attributes[resourceapi.QualifiedName(k)] = str(v)
+	}
+	return d
+}
+
+func allocated(ns, name, pod string, results ...resourceapi.DeviceRequestAllocationResult) resourceapi.ResourceClaim {
+	c := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}}}
+	if pod != "" {
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: types.UID(pod)}}
+	}
+	return c
+}
+
+func result(pool, dev string) resourceapi.DeviceRequestAllocationResult {
+	return resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: "gpu.nvidia.com", Pool: pool, Device: dev}
+}
+
+// Devices group by node and NVLink domain (with the clique; an SXM
+// part's NVSwitch inferred), name MIG profiles, and list every claim holding a device, shares with what
+// they take; a claim not yet reserved has no pod.
+func TestDevices(t *testing.T) {
+	share := result("shared", "gpu-0")
+	share.ShareID = ptr.To(types.UID("s1"))
+	share.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("16Gi")}
+	slices := []resourceapi.ResourceSlice{
+		slice("tray", device("gpu-1", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"}),
+			device("gpu-0", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"})),
+		slice("a100", device("gpu-0-mig-3g", map[string]string{"type": "mig", "parentUUID": "GPU-1", "productName": "NVIDIA A100", "profile": "3g.20gb"})),
+		slice("shared", device("gpu-0", map[string]string{"type": "gpu", "productName": "NVIDIA H200"})),
+	}
+	claims := []resourceapi.ResourceClaim{
+		allocated("ml", "train", "train-0", result("tray", "gpu-0"), result("tray", "gpu-1")),
+		allocated("ml", "infer", "", result("a100", "gpu-0-mig-3g")),
+		allocated("web", "chat", "chat-0", share),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "pending"}},
+	}
+	var b strings.Builder
+	if err := WriteDevices(&b, Devices(slices, claims, "")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"NODE    NVLINK DOMAIN            DEVICE        TYPE  MODEL                HELD BY",
+		"a100    pcie                     gpu-0-mig-3g  mig   NVIDIA A100 3g.20gb  claim ml/infer",
+		"shared  nvlink nvswitch          gpu-0         gpu   NVIDIA H200          claim web/chat (share memory 16Gi) for pod web/chat-0",
+		"tray    nvlink nvl72, clique c.1  gpu-0         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
+		"tray    nvlink nvl72, clique c.1  gpu-1         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
+	}
+	got := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), b.String())
+	}
+	for i := range want {
+		if strings.Join(strings.Fields(got[i]), " ") != strings.Join(strings.Fields(want[i]), " ") {
+			t.Errorf("line %d:\n got %q\nwant %q", i, got[i], want[i])
+		}
+	}
+	if ds := Devices(slices, claims, "tray"); len(ds) != 2 || ds[0].Node != "tray" {
+		t.Errorf("node filter: %+v", ds)
+	}
+}
