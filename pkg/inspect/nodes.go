@@ -140,8 +140,10 @@ func consumed(c map[resourceapi.QualifiedName]resource.Quantity) string {
 // WriteDevices prints the devices as a table, one line per device and
 // holder; a free device says "free".
 func WriteDevices(w io.Writer, ds []Device) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNVLINK DOMAIN\tDEVICE\tTYPE\tMODEL\tHELD BY")
+	var b strings.Builder
+	// Writes into a strings.Builder cannot fail.
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "NODE\tNVLINK DOMAIN\tDEVICE\tTYPE\tMODEL\tHELD BY")
 	for _, d := range ds {
 		holders := d.Holders
 		if len(holders) == 0 {
@@ -149,13 +151,15 @@ func WriteDevices(w io.Writer, ds []Device) error {
 		}
 		for i, h := range holders {
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Node, d.Group, d.Name, d.Type, d.Model, h)
+				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Node, d.Group, d.Name, d.Type, d.Model, h)
 				continue
 			}
-			fmt.Fprintf(tw, "\t\t\t\t\t%s\n", h)
+			_, _ = fmt.Fprintf(tw, "\t\t\t\t\t%s\n", h)
 		}
 	}
-	return tw.Flush()
+	_ = tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Nodes reads the cluster's slices and claims (list on both: the

@@ -21,11 +21,14 @@ import (
 // denied; at the end of the suite TestMain checks that every rule of the
 // shipped roles was used, except those with a reason below.
 
+// viewerUser is the ServiceAccount of manifests/kubectl (kubectl gputopo).
+const viewerUser = "system:serviceaccount:gputopo-system:gputopo-viewer"
+
 // productUsers are the identities the manifests give gputopo's parts.
 var productUsers = map[string]string{
 	schedulerUser: "scheduler",
 	agentUser:     "nodeagent",
-	"system:serviceaccount:gputopo-system:gputopo-viewer": "viewer",
+	viewerUser:    "viewer",
 }
 
 // probeUserAgent marks requests a test makes with a product identity to
@@ -38,7 +41,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: [` + schedulerUser + `, ` + agentUser + `]
+  users: [` + schedulerUser + `, ` + agentUser + `, ` + viewerUser + `]
 - level: None
 `
 
