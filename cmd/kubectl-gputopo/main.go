@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -20,9 +21,12 @@ import (
 )
 
 const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME]
+       kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]
 
   nodes   each node's devices grouped by NVLink domain and clique, with the
-          claims (and their pods) that hold them`
+          claims (and their pods) that hold them
+  why     where a pod stands: bound with which devices and why, or pending
+          with the scheduler's reasons, and what its claims ask for`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,14 +38,23 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "nodes" {
+	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why") {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
-	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
-	node := fs.String("node", "", "only this node")
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	node := fs.String("node", "", "nodes: only this node")
+	namespace := fs.String("n", "default", "why: the pod's namespace")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	if err := fs.Parse(args[1:]); err != nil {
+	var pod string
+	rest := args[1:]
+	if args[0] == "why" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return fmt.Errorf("why: name the pod\n%s", usage)
+		}
+		pod, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
 		return err
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -53,6 +66,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	if args[0] == "why" {
+		return inspect.Why(ctx, client, *namespace, pod, out)
 	}
 	return inspect.Nodes(ctx, client, *node, out)
 }

@@ -439,7 +439,7 @@ func (q Quality) MIGScore() float64 {
 }
 
 // PackingScore rates a node for the packing cost (the growth of
-// shared-GPU fragmentation, plus host pressure) on an absolute scale: 50
+// fragmentation, plus host pressure and link classes) on an absolute scale: 50
 // when the allocation leaves fragmentation as it was and takes no room
 // from free GPUs, 0 when it costs one more GPU's worth of free capacity
 // (or more), 100 when it puts one GPU's worth back to use. It is not

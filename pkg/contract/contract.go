@@ -98,3 +98,7 @@ func IsMemorySliceCounter(name string) bool {
 	_, err := strconv.Atoi(digits)
 	return err == nil
 }
+
+// PlacementAnnotation on a claim gputopo allocated says which devices the
+// scheduler chose and why; kubectl gputopo why shows it.
+const PlacementAnnotation = "gputopo.io/placement"

@@ -82,3 +82,11 @@ func TestDevices(t *testing.T) {
 		t.Errorf("node filter: %+v", ds)
 	}
 }
+
+func TestClauses(t *testing.T) {
+	got := clauses("1 cannot allocate all claims (claim a, request r: needs 9, 8 match), 2 node(s) didn't match Pod's node affinity/selector.")
+	want := []string{"1 cannot allocate all claims (claim a, request r: needs 9, 8 match)", "2 node(s) didn't match Pod's node affinity/selector."}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("clauses %q, want %q", got, want)
+	}
+}

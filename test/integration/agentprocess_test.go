@@ -222,6 +222,26 @@ func TestNodeAgentProcess(t *testing.T) {
 		t.Errorf("kubectl gputopo nodes: %d lines, want a head and one per GPU", lines)
 	}
 
+	// kubectl gputopo why: a bound pod's devices and why, a pending pod's
+	// reasons.
+	c.create(extendedPod(ns, "huge", "nvidia.com/gpu", "gputopo-scheduler", node, 9))
+	c.waitFor("huge refused", 30*time.Second, func() (bool, error) { return c.schedulingMessage(ns, "huge") != "", nil })
+	for pod, wants := range map[string][]string{
+		"plain": {"pod default/plain is bound to node " + node, "claim " + extended.Name + ":", "request container-0-request-0: 2 of class gpu.nvidia.com", "allocated: ", "why these: allocated"},
+		"huge":  {"pod default/huge is pending (scheduler gputopo-scheduler)", "Unschedulable:", "0/1 nodes are available:"},
+	} {
+		out, err := exec.CommandContext(c.ctx, kubectlBinary, "why", pod, "-n", ns, "--kubeconfig", viewer).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl gputopo why %s: %v\n%s", pod, err, out)
+		}
+		t.Logf("kubectl gputopo why %s:\n%s", pod, out)
+		for _, want := range wants {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("kubectl gputopo why %s lacks %q", pod, want)
+			}
+		}
+	}
+
 	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
 	agent.stop(syscall.SIGTERM)
 	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {

@@ -29,7 +29,7 @@ var (
 	fragmentationDelta = metrics.NewHistogram(&metrics.HistogramOpts{
 		Subsystem:      subsystem,
 		Name:           "fragmentation_delta_gpus",
-		Help:           "Change of expected shared-GPU fragmentation on the chosen node, in GPUs.",
+		Help:           "Change of expected GPU fragmentation (shares and whole GPUs) on the chosen node, in GPUs.",
 		Buckets:        []float64{-0.5, -0.1, -0.01, 0, 0.01, 0.1, 0.5, 1},
 		StabilityLevel: metrics.ALPHA,
 	})

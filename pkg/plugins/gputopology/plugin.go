@@ -9,7 +9,7 @@
 // The profile that enables it must disable DynamicResources: this plugin
 // owns every claim of the pods it schedules. Its Score prefers nodes that
 // offer the best NVLink locality; the partitionable and consumable
-// plugins score MIG placeability and shared-GPU fragmentation from the same
+// plugins score MIG placeability and GPU fragmentation from the same
 // per-node results.
 package gputopology
 

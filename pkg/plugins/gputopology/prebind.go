@@ -18,6 +18,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // PreBindPreFlight skips PreBind for pods without claims.
@@ -100,7 +101,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 // scheduler chose and why. It is written with the claim's finalizer, in
 // the same API call: an Event per pod would be one more write per
 // scheduled pod, which costs throughput on a busy API server.
-const PlacementAnnotation = "gputopo.io/placement"
+const PlacementAnnotation = contract.PlacementAnnotation
 
 func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, note string) (*resourceapi.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
@@ -247,7 +248,7 @@ func why(q allocator.Quality) string {
 		parts = append(parts, fmt.Sprintf("MIG placeability %.2f->%.2f", q.MIGPlaceableBefore, q.MIGPlaceable))
 	}
 	if q.FragmentationBefore > 0 || q.Fragmentation > 0 {
-		parts = append(parts, fmt.Sprintf("shared-GPU fragmentation %.3f->%.3f", q.FragmentationBefore, q.Fragmentation))
+		parts = append(parts, fmt.Sprintf("fragmentation %.3f->%.3f GPUs", q.FragmentationBefore, q.Fragmentation))
 	}
 	parts = append(parts, fmt.Sprintf("best of %d feasible allocations", q.Explored))
 	return strings.Join(parts, ", ")

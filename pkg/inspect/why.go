@@ -1,0 +1,134 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+)
+
+// Why explains where a pod stands: bound (where, with which devices) or
+// pending, with the scheduler's reasons one per line (gputopo's say per
+// request how many devices match and why they are not free), and what
+// each of its claims asks for. It reads the pod and its claims (get).
+func Why(ctx context.Context, client kubernetes.Interface, namespace, name string, w io.Writer) error {
+	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	var b strings.Builder
+	if pod.Spec.NodeName != "" {
+		fmt.Fprintf(&b, "pod %s/%s is bound to node %s (scheduler %s)\n", namespace, name, pod.Spec.NodeName, pod.Spec.SchedulerName)
+	} else {
+		fmt.Fprintf(&b, "pod %s/%s is pending (scheduler %s)\n", namespace, name, pod.Spec.SchedulerName)
+		writeReasons(&b, pod)
+	}
+	for _, claimName := range claimNames(pod) {
+		claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "claim %s: %v\n", claimName, err)
+			continue
+		}
+		writeClaim(&b, claim)
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// writeReasons splits the PodScheduled condition's message into its
+// clauses ("0/4 nodes are available: a, b." and the preemption note).
+func writeReasons(b *strings.Builder, pod *v1.Pod) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type != v1.PodScheduled || c.Status != v1.ConditionFalse {
+			continue
+		}
+		fmt.Fprintf(b, "  %s:\n", c.Reason)
+		head, rest, ok := strings.Cut(c.Message, ": ")
+		if !ok {
+			fmt.Fprintf(b, "    %s\n", c.Message)
+			return
+		}
+		fmt.Fprintf(b, "    %s:\n", head)
+		rest, preemption, _ := strings.Cut(rest, " preemption: ")
+		for _, clause := range clauses(rest) {
+			fmt.Fprintf(b, "      %s\n", clause)
+		}
+		if preemption != "" {
+			fmt.Fprintf(b, "    preemption: %s\n", preemption)
+		}
+		return
+	}
+	b.WriteString("  no scheduling attempt recorded yet\n")
+}
+
+// claimNames are the pod's claims: from its resourceClaims entries and
+// its extended-resource claim.
+func claimNames(pod *v1.Pod) []string {
+	var out []string
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if n := ptr.Deref(s.ResourceClaimName, ""); n != "" {
+			out = append(out, n)
+		}
+	}
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil {
+			out = append(out, *rc.ResourceClaimName)
+		}
+	}
+	if s := pod.Status.ExtendedResourceClaimStatus; s != nil {
+		out = append(out, s.ResourceClaimName)
+	}
+	return out
+}
+
+// writeClaim says what a claim asks for and what it got.
+func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim) {
+	fmt.Fprintf(b, "claim %s:\n", c.Name)
+	for _, r := range c.Spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			fmt.Fprintf(b, "  request %s: %d of class %s\n", r.Name, max(r.Exactly.Count, 1), r.Exactly.DeviceClassName)
+		default:
+			fmt.Fprintf(b, "  request %s: first available of %d alternatives\n", r.Name, len(r.FirstAvailable))
+		}
+	}
+	if c.Status.Allocation == nil {
+		b.WriteString("  not allocated\n")
+		return
+	}
+	var devices []string
+	for _, r := range c.Status.Allocation.Devices.Results {
+		devices = append(devices, r.Pool+"/"+r.Device)
+	}
+	fmt.Fprintf(b, "  allocated: %s\n", strings.Join(devices, " "))
+	if note := c.Annotations[contract.PlacementAnnotation]; note != "" {
+		fmt.Fprintf(b, "  why these: %s\n", note)
+	}
+}
+
+// clauses splits a message at the commas outside parentheses: each
+// clause is one reason with how many nodes gave it.
+func clauses(msg string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range msg {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case r == ',' && depth == 0:
+			out = append(out, strings.TrimSpace(msg[start:i]))
+			start = i + 1
+		}
+	}
+	return append(out, strings.TrimSpace(msg[start:]))
+}
