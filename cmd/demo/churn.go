@@ -17,11 +17,7 @@ import (
 // tables and make bench's QUALITY lines.
 func churnScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cfg, err := tableConfig(f.schedulerConfig)
-	if err != nil {
-		return report.Report{}, err
-	}
-	chosen, err := tableTargets(f.schedulers)
+	cfg, chosen, err := inProcessProfiles(f)
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -29,10 +25,7 @@ func churnScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	spec := sim.ChurnSpec{Streams: streams, Targets: chosen, Parallel: f.parallel}
-	for s := range f.seeds {
-		spec.Seeds = append(spec.Seeds, uint64(s+1))
-	}
+	spec := sim.ChurnSpec{Streams: streams, Seeds: seedList(f.seeds), Targets: chosen, Parallel: f.parallel}
 	done, total := 0, len(spec.Streams)*len(spec.Seeds)*len(spec.Targets)
 	spec.Progress = func(r sim.ChurnRun) {
 		done++

@@ -22,11 +22,7 @@ import (
 // of unallocated GPU at 100% arrived next to the published figures.
 func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cfg, err := tableConfig(f.schedulerConfig)
-	if err != nil {
-		return report.Report{}, err
-	}
-	chosen, err := tableTargets(f.schedulers)
+	cfg, chosen, err := inProcessProfiles(f)
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -34,9 +30,7 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 		Trace: openbTrace(f.openbDir), Traces: f.traces, Nodes: f.nodes,
 		Targets: chosen, Parallel: f.parallel,
 	}
-	for s := range f.seeds {
-		spec.Seeds = append(spec.Seeds, uint64(s+1))
-	}
+	spec.Seeds = seedList(f.seeds)
 	done, total := 0, len(spec.Traces)*len(spec.Seeds)*len(spec.Targets)
 	spec.Progress = func(r sim.Run) {
 		done++
@@ -72,6 +66,27 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 		Scenario: fmt.Sprintf("%d traces x %d seeds, %s GPU nodes; unallocated GPU %% at 100%% arrived, mean ± standard deviation over the seeds (lower is better)", len(spec.Traces), len(spec.Seeds), nodeCount(f.nodes)),
 		Notes:    []string{"Replayed in-process on kube-scheduler's own framework (package sim), each pod tried once, as the paper's simulator does. Published figures: the artifact's means over 10 seeds."},
 	}, nil
+}
+
+// inProcessProfiles is the configuration (--scheduler-config or the
+// shipped one) and the profiles (--schedulers) the in-process scenarios
+// replay.
+func inProcessProfiles(f flags) (*schedconfig.KubeSchedulerConfiguration, []replay.Target, error) {
+	cfg, err := tableConfig(f.schedulerConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	chosen, err := tableTargets(f.schedulers)
+	return cfg, chosen, err
+}
+
+// seedList is seeds 1..n.
+func seedList(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
 }
 
 // tableWords names the replay targets on the command line.

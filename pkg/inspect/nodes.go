@@ -39,10 +39,10 @@ type Device struct {
 // Devices lists the devices of the slices (only those of node when not
 // empty) with their holders from the claims, ordered by node, group and
 // device name.
-func Devices(slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, node string) []Device {
+func Devices(published []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, node string) []Device {
 	holders := holdersByDevice(claims)
 	var out []Device
-	for _, s := range slices {
+	for _, s := range published {
 		n := ptr.Deref(s.Spec.NodeName, "")
 		if node != "" && n != node {
 			continue
@@ -56,14 +56,10 @@ func Devices(slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceCl
 			})
 		}
 	}
-	slicesSort(out)
-	return out
-}
-
-func slicesSort(ds []Device) {
-	slices.SortFunc(ds, func(a, b Device) int {
+	slices.SortFunc(out, func(a, b Device) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Name, b.Name))
 	})
+	return out
 }
 
 // group names the device's NVLink domain and clique.

@@ -213,3 +213,28 @@ func BestClass(gpus []GPU, n int) LinkClass {
 	}
 	return LinkSystem
 }
+
+// BestSetClass is the best worst-pair class among every n of gpus,
+// found by trying every set (BestClass's exact counterpart, for the
+// benchmarks' judgement of a placement; it is exponential in n).
+// LinkNetwork when there are fewer than n.
+func BestSetClass(gpus []GPU, n int) LinkClass {
+	best := LinkNetwork
+	if n > len(gpus) {
+		return best
+	}
+	set := make([]GPU, n)
+	var rec func(start, k int)
+	rec = func(start, k int) {
+		if k == n {
+			best = min(best, WorstPair(set))
+			return
+		}
+		for i := start; i <= len(gpus)-(n-k); i++ {
+			set[k] = gpus[i]
+			rec(i+1, k+1)
+		}
+	}
+	rec(0, 0)
+	return best
+}

@@ -225,3 +225,21 @@ func TestBestClass(t *testing.T) {
 		}
 	}
 }
+
+// The exact best class agrees with BestClass on nested groups and finds
+// what is there when a node has fewer GPUs than asked for.
+func TestBestSetClass(t *testing.T) {
+	var pairs []GPU
+	for i := range 8 {
+		p := i % 4
+		pairs = append(pairs, GPU{Node: "n", Physical: fmt.Sprint("gpu-", i), NVLinkDomain: fmt.Sprint("pair-", p), PCIeRoot: fmt.Sprint("root-", p), NUMA: int64(p / 2)})
+	}
+	for n := 1; n <= 9; n++ {
+		if got, want := BestSetClass(pairs, n), BestClass(pairs, n); got != want && n > 1 {
+			t.Errorf("n=%d: BestSetClass %s, BestClass %s", n, got, want)
+		}
+	}
+	if got := BestSetClass(pairs[:1], 2); got != LinkNetwork {
+		t.Errorf("2 of 1 GPU: %s, want %s", got, LinkNetwork)
+	}
+}

@@ -170,34 +170,36 @@ type extCase struct {
 
 func withPairs(c *cluster, node string) { c.create(pairNode(node)) }
 
+// asking is a case's pod that asks for n of res in one container.
+func asking(res string, n int64) func(ns, name, scheduler, node string) *v1.Pod {
+	return func(ns, name, scheduler, node string) *v1.Pod {
+		return extendedPod(ns, name, res, scheduler, node, n)
+	}
+}
+
+// profiles: each copy's scheduler.
+var profiles = map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
+
 var extCases = []extCase{
 	{
 		// The shipped overlay's class (manifests/scheduler/extended-resource).
 		name: "nvidia-gpu", prepare: withPairs, bound: true,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "nvidia.com/gpu", s, node, 2)
-		},
+		pod:      asking("nvidia.com/gpu", 2),
 		bestLink: topology.LinkNVLink,
 	},
 	{
 		name: "explicit", classes: []*resourceapi.DeviceClass{extClass("ext-explicit", "example.com/gpu-a")}, prepare: withPairs, bound: true,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "example.com/gpu-a", s, node, 2)
-		},
+		pod:      asking("example.com/gpu-a", 2),
 		bestLink: topology.LinkNVLink,
 	},
 	{
 		name: "implicit", prepare: withPairs, bound: true,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "deviceclass.resource.kubernetes.io/gpu.nvidia.com", s, node, 2)
-		},
+		pod:      asking("deviceclass.resource.kubernetes.io/gpu.nvidia.com", 2),
 		bestLink: topology.LinkNVLink,
 	},
 	{
 		name: "eight", classes: []*resourceapi.DeviceClass{extClass("ext-eight", "example.com/gpu-8")}, prepare: withPairs, bound: true,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "example.com/gpu-8", s, node, 8)
-		},
+		pod:      asking("example.com/gpu-8", 8),
 		bestLink: topology.LinkSystem,
 	},
 	{
@@ -213,9 +215,7 @@ var extCases = []extCase{
 	{
 		name: "device-plugin", classes: []*resourceapi.DeviceClass{extClass("ext-plugin", "example.com/gpu-d")}, bound: true,
 		prepare: func(c *cluster, node string) { c.advertise(node, "example.com/gpu-d", 4) },
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "example.com/gpu-d", s, node, 2)
-		},
+		pod:     asking("example.com/gpu-d", 2),
 	},
 	{
 		name: "split", bound: true,
@@ -232,9 +232,7 @@ var extCases = []extCase{
 	{
 		name: "two-classes", classes: []*resourceapi.DeviceClass{extClass("ext-two-a", "example.com/gpu-g"), extClass("ext-two-b", "example.com/gpu-g")},
 		prepare: withPairs, bound: true,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "example.com/gpu-g", s, node, 2)
-		},
+		pod:      asking("example.com/gpu-g", 2),
 		bestLink: topology.LinkNVLink,
 	},
 	{
@@ -251,9 +249,7 @@ var extCases = []extCase{
 	},
 	{
 		name: "too-large", classes: []*resourceapi.DeviceClass{extClass("ext-large", "example.com/gpu-l")}, prepare: withPairs,
-		pod: func(ns, name, s, node string) *v1.Pod {
-			return extendedPod(ns, name, "example.com/gpu-l", s, node, 9)
-		},
+		pod: asking("example.com/gpu-l", 9),
 	},
 }
 
@@ -269,12 +265,11 @@ func TestExtendedResourceParity(t *testing.T) {
 	c.extendedResourceClasses()
 	const ns = "default"
 	c.create(gpuTemplate(ns, "ext-one-gpu", "gpu.nvidia.com", 1))
-	who := map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
 	for _, tc := range extCases {
 		for _, cl := range tc.classes {
 			c.create(cl)
 		}
-		for w := range who {
+		for w := range profiles {
 			node := "ext-" + tc.name + "-" + w
 			c.node(node, nil)
 			if tc.prepare != nil {
@@ -290,22 +285,22 @@ func TestExtendedResourceParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := append(extCases, extCase{name: "class-gone", prepare: withPairs,
-		pod: func(ns, name, s, node string) *v1.Pod { return extendedPod(ns, name, "example.com/gpu-h", s, node, 1) }})
-	for w := range who {
+		pod: asking("example.com/gpu-h", 1)})
+	for w := range profiles {
 		node := "ext-class-gone-" + w
 		c.node(node, nil)
 		withPairs(c, node)
 	}
 	c.startScheduler()
 	for _, tc := range cases {
-		for w, sched := range who {
+		for w, sched := range profiles {
 			c.create(tc.pod(ns, "ext-"+tc.name+"-"+w, sched, "ext-"+tc.name+"-"+w))
 		}
 	}
 	for _, tc := range cases {
 		got := map[string]extOutcome{}
 		var ours []string
-		for w := range who {
+		for w := range profiles {
 			out, devices := c.extendedOutcome(ns, "ext-"+tc.name+"-"+w)
 			got[w] = out
 			if w == "gputopo" {
@@ -337,9 +332,8 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 	c.deviceClasses()
 	const ns, res = "default", "example.com/gpu-s"
 	c.create(extClass("ext-stale", res))
-	who := map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
 	stale := map[string]string{}
-	for w, sched := range who {
+	for w, sched := range profiles {
 		node := "stale-" + w
 		// The pod waits for its node's label, so that the stale claim is
 		// there before its first attempt.
@@ -366,10 +360,10 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 		c.create(pairNode(node))
 	}
 	c.startScheduler()
-	for w := range who {
+	for w := range profiles {
 		c.label("stale-"+w, "ready", "stale-"+w)
 	}
-	for w := range who {
+	for w := range profiles {
 		c.waitFor("stale claim of "+w+" deleted", 30*time.Second, func() (bool, error) {
 			_, err := c.client.ResourceV1().ResourceClaims(ns).Get(c.ctx, stale[w], metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
@@ -379,7 +373,7 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 		c.label("stale-"+w, "touched", "yes")
 	}
 	c.waitScheduled(ns, "stale-gputopo", "stale-intree")
-	for w := range who {
+	for w := range profiles {
 		out, _ := c.extendedOutcome(ns, "stale-"+w)
 		if !out.Bound || !out.Claim || out.Devices != 2 {
 			t.Errorf("%s: %+v, want bound with a claim of 2 devices", w, out)

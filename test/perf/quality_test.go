@@ -239,7 +239,7 @@ func linkQuality(stream []streamPod, sl []resourceapi.ResourceSlice) map[string]
 		key := fmt.Sprintf("%s/%d", p.node, len(set))
 		best, ok := bestFor[key]
 		if !ok {
-			best = bestClass(byNode[p.node], len(set))
+			best = topology.BestSetClass(byNode[p.node], len(set))
 			bestFor[key] = best
 		}
 		multi++
@@ -251,28 +251,4 @@ func linkQuality(stream []streamPod, sl []resourceapi.ResourceSlice) map[string]
 		return map[string]float64{"multi-gpu-claims": 0}
 	}
 	return map[string]float64{"multi-gpu-claims": float64(multi), "best-link-class-percent": 100 * float64(atBest) / float64(multi)}
-}
-
-// bestClass is the best worst-pair link class among every n of the
-// node's GPUs (an empty node of that shape).
-func bestClass(node []topology.GPU, n int) topology.LinkClass {
-	best := topology.LinkClass(1 << 30)
-	idx := make([]int, n)
-	var rec func(start, k int)
-	rec = func(start, k int) {
-		if k == n {
-			set := make([]topology.GPU, n)
-			for i, j := range idx {
-				set[i] = node[j]
-			}
-			best = min(best, topology.WorstPair(set))
-			return
-		}
-		for i := start; i <= len(node)-(n-k); i++ {
-			idx[k] = i
-			rec(i+1, k+1)
-		}
-	}
-	rec(0, 0)
-	return best
 }

@@ -40,7 +40,7 @@ func (l *links) bestOf(node string, n int) topology.LinkClass {
 	if c, ok := l.best[k]; ok {
 		return c
 	}
-	c := bestClass(l.set(l.nodes[node]), n)
+	c := topology.BestSetClass(l.set(l.nodes[node]), n)
 	l.best[k] = c
 	return c
 }
@@ -54,7 +54,7 @@ func (l *links) feasible(n int) bool {
 				free = append(free, k)
 			}
 		}
-		if len(free) >= n && bestClass(l.set(free), n) <= l.bestOf(node, n) {
+		if len(free) >= n && topology.BestSetClass(l.set(free), n) <= l.bestOf(node, n) {
 			return true
 		}
 	}
@@ -80,30 +80,4 @@ func (l *links) set(keys []string) []topology.GPU {
 		out[i] = l.gpu[k]
 	}
 	return out
-}
-
-// bestClass is the best worst-pair link class among every n of gpus.
-func bestClass(gpus []topology.GPU, n int) topology.LinkClass {
-	best := topology.LinkClass(1 << 30)
-	if n > len(gpus) {
-		return best
-	}
-	idx := make([]int, n)
-	var rec func(start, k int)
-	rec = func(start, k int) {
-		if k == n {
-			set := make([]topology.GPU, n)
-			for i, j := range idx {
-				set[i] = gpus[j]
-			}
-			best = min(best, topology.WorstPair(set))
-			return
-		}
-		for i := start; i <= len(gpus)-(n-k); i++ {
-			idx[k] = i
-			rec(i+1, k+1)
-		}
-	}
-	rec(0, 0)
-	return best
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
@@ -41,21 +40,12 @@ func RunChurnTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfigurat
 		}
 	}
 	runs := make([]ChurnRun, len(jobs))
-	var mu sync.Mutex
 	err := inParallel(ctx, spec.Parallel, len(jobs), func(i int) error {
 		j := jobs[i]
 		run, err := RunChurn(ctx, cfg, j.st, j.seed, j.target)
-		if err != nil {
-			return err
-		}
 		runs[i] = run
-		if spec.Progress != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			spec.Progress(run)
-		}
-		return nil
-	})
+		return err
+	}, progress(spec.Progress, runs))
 	return runs, err
 }
 

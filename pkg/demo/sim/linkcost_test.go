@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/manifests"
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
@@ -117,7 +118,7 @@ func hold(ctx context.Context, t *testing.T, client *Client, l *links, node stri
 		}
 		pool, device, _ := strings.Cut(key, "/")
 		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "gpu", Driver: "gpu.nvidia.com", Pool: pool, Device: device})
+			Request: "gpu", Driver: contract.DefaultDriver, Pool: pool, Device: device})
 	}
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "held", Name: node},
 		Status: resourceapi.ResourceClaimStatus{Allocation: alloc}}

@@ -5,19 +5,26 @@ import (
 	"sync"
 )
 
-// inParallel calls do(i) for i in [0, n), at most workers at once, and
-// returns the first error by index; it stops handing out work once ctx
-// is done.
-func inParallel(ctx context.Context, workers, n int, do func(i int) error) error {
+// inParallel calls do(i) for i in [0, n), at most workers at once, then
+// done(i) (when not nil) after each success, one call at a time, so that
+// progress reporting needs no lock of its own. It returns the first error
+// by index and stops handing out work once ctx is done.
+func inParallel(ctx context.Context, workers, n int, do func(i int) error, done func(i int)) error {
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var reporting sync.Mutex
 	for range max(1, workers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				errs[i] = do(i)
+				if errs[i] == nil && done != nil {
+					reporting.Lock()
+					done(i)
+					reporting.Unlock()
+				}
 			}
 		}()
 	}
@@ -35,4 +42,12 @@ func inParallel(ctx context.Context, workers, n int, do func(i int) error) error
 		}
 	}
 	return ctx.Err()
+}
+
+// progress adapts a per-run callback to inParallel's done; nil stays nil.
+func progress[R any](report func(R), runs []R) func(int) {
+	if report == nil {
+		return nil
+	}
+	return func(i int) { report(runs[i]) }
 }

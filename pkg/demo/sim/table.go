@@ -35,7 +35,8 @@ type TableSpec struct {
 	Nodes    int // 0: all of the trace's GPU nodes
 	Targets  []replay.Target
 	Parallel int // replays at once (one scheduler each)
-	// Progress, when set, is told about every finished replay.
+	// Progress, when set, is told about every finished replay, one at a
+	// time.
 	Progress func(Run)
 }
 
@@ -80,11 +81,8 @@ func RunTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		runs[i] = Run{Trace: j.trace, Seed: j.seed, Target: j.target.Name, Unallocated: at,
 			Placed: out.Tracker.PodsPlaced(), Pods: len(j.pods), Duration: out.Duration,
 			PodsPerSecond: float64(len(j.pods)) / out.Duration.Seconds()}
-		if spec.Progress != nil {
-			spec.Progress(runs[i])
-		}
 		return nil
-	})
+	}, progress(spec.Progress, runs))
 	return runs, err
 }
 

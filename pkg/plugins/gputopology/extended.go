@@ -3,6 +3,7 @@ package gputopology
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -36,8 +37,10 @@ const extendedClaimInMemory = "<extended-resources>"
 // extendedState is a pod's DRA extended resources for one cycle.
 type extendedState struct {
 	// classOf maps each DRA extended resource the pod asks for to its
-	// DeviceClass.
+	// DeviceClass; all lists them sorted, allKey names that set.
 	classOf map[v1.ResourceName]string
+	all     []v1.ResourceName
+	allKey  string
 	// claim is the in-memory claim (no requests; each node gets a copy
 	// with its own), or a claim left by an earlier cycle, which is stale:
 	// PostFilter deletes it and the pod tries again.
@@ -93,12 +96,13 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 	if len(classOf) == 0 {
 		return nil, nil
 	}
-	all, err := pl.draManager.ResourceClaims().List()
+	claims, err := pl.draManager.ResourceClaims().List()
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
-	e := &extendedState{classOf: classOf, variants: map[string]*extendedVariant{}}
-	if old := extendedClaimOf(pod, all); old != nil {
+	names := slices.Sorted(maps.Keys(classOf))
+	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), variants: map[string]*extendedVariant{}}
+	if old := extendedClaimOf(pod, claims); old != nil {
 		e.claim = old
 		return e, nil
 	}
@@ -133,18 +137,22 @@ func extendedClaimOf(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *resource
 	return nil
 }
 
-// viaDRA lists, sorted, the pod's DRA extended resources that DRA must
-// serve on the node: those its device plugin does not advertise.
-func (e *extendedState) viaDRA(nodeInfo fwk.NodeInfo) []v1.ResourceName {
+// viaDRA names, sorted, the pod's DRA extended resources that DRA must
+// serve on the node (those its device plugin does not advertise), and
+// that set's variant key. On most nodes that is all of them, at no cost:
+// Filter asks on every node.
+func (e *extendedState) viaDRA(nodeInfo fwk.NodeInfo) ([]v1.ResourceName, string) {
 	scalar := nodeInfo.GetAllocatable().GetScalarResources()
+	if !slices.ContainsFunc(e.all, func(n v1.ResourceName) bool { return scalar[n] != 0 }) {
+		return e.all, e.allKey
+	}
 	var out []v1.ResourceName
-	for name := range e.classOf {
+	for _, name := range e.all {
 		if scalar[name] == 0 {
 			out = append(out, name)
 		}
 	}
-	slices.Sort(out)
-	return out
+	return out, variantKey(out)
 }
 
 // variantKey names the set of resources DRA serves.
@@ -156,39 +164,38 @@ func variantKey(names []v1.ResourceName) string {
 	return strings.Join(parts, ",")
 }
 
-// newVariant is the claim for the resources DRA serves on a node, built
-// from the pod's containers.
-func (e *extendedState) newVariant(pod *v1.Pod, names []v1.ResourceName) *extendedVariant {
-	if len(names) == 0 {
-		return &extendedVariant{}
-	}
-	classOf := make(map[v1.ResourceName]string, len(names))
-	for _, n := range names {
-		classOf[n] = e.classOf[n]
-	}
-	claim := e.claim.DeepCopy()
-	requests, mappings := extendedRequests(pod, classOf)
-	claim.Spec.Devices.Requests = requests
-	return &extendedVariant{claim: claim, mappings: mappings}
-}
-
 // variantOn returns the variant for the resources DRA serves on the
-// node, building its claim and session the first time: nodes whose device
-// plugin advertises some of the resources need a claim without them.
+// node, built the first time a node needs it: nodes whose device plugin
+// advertises some of the resources need a claim without them.
 func (pl *GPUTopology) variantOn(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo) *extendedVariant {
-	names := s.ext.viaDRA(nodeInfo)
-	key := variantKey(names)
+	names, key := s.ext.viaDRA(nodeInfo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v := s.ext.variants[key]; v != nil {
 		return v
 	}
-	v := s.ext.newVariant(pod, names)
-	if v.claim == nil {
-		v.session = s.session
-	} else {
-		v.session, _, v.err = pl.newSession(ctx, append(s.toAllocateClaims(), v.claim))
-	}
+	v, _ := pl.newVariant(ctx, s, pod, names)
 	s.ext.variants[key] = v
 	return v
+}
+
+// newVariant builds the claim for the resources DRA serves (names) from
+// the pod's containers, and the session that allocates it with the
+// pod's claims (the pod's own session when DRA serves none), with the
+// placements of that session's workload.
+func (pl *GPUTopology) newVariant(ctx context.Context, s *stateData, pod *v1.Pod, names []v1.ResourceName) (*extendedVariant, *admission) {
+	if len(names) == 0 {
+		return &extendedVariant{session: s.session}, s.admission
+	}
+	classOf := make(map[v1.ResourceName]string, len(names))
+	for _, n := range names {
+		classOf[n] = s.ext.classOf[n]
+	}
+	claim := s.ext.claim.DeepCopy()
+	requests, mappings := extendedRequests(pod, classOf)
+	claim.Spec.Devices.Requests = requests
+	v := &extendedVariant{claim: claim, mappings: mappings}
+	var adm *admission
+	v.session, adm, v.err = pl.newSession(ctx, append(s.toAllocateClaims(), claim))
+	return v, adm
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -88,18 +87,12 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if ext != nil && !ext.stale() {
 		// The claim of nodes where DRA serves every resource, which is
 		// most nodes; other variants are built when a node needs them.
-		all := make([]v1.ResourceName, 0, len(classOf))
-		for name := range classOf {
-			all = append(all, name)
+		v, adm := pl.newVariant(ctx, s, pod, ext.all)
+		if v.err != nil {
+			return nil, fwk.AsStatus(v.err)
 		}
-		slices.Sort(all)
-		v := ext.newVariant(pod, all)
-		session, adm, err := pl.newSession(ctx, append(slices.Clip(toAllocate), v.claim))
-		if err != nil {
-			return nil, fwk.AsStatus(err)
-		}
-		v.session, s.admission = session, adm
-		ext.variants[variantKey(all)] = v
+		s.admission = adm
+		ext.variants[ext.allKey] = v
 	}
 	logger.V(5).Info("Prepared allocation", "pod", klog.KObj(pod), "claims", klog.KObjSlice(toAllocate), "extendedResources", classOf)
 	return nil, nil
