@@ -24,6 +24,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, 1},
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
 		{"scheduler/extended-resource", []string{"DeviceClass"}, 0},
+		{"pod-groups", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"kubectl", []string{"ClusterRole", "ServiceAccount", "ClusterRoleBinding"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},

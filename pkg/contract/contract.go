@@ -99,6 +99,13 @@ func IsMemorySliceCounter(name string) bool {
 	return err == nil
 }
 
+// LabelClique is the node label that names the multi-node NVLink clique
+// of the node's GPUs (NVIDIA's GPU feature discovery label): the node
+// agent writes it when asked to, the pod-group placement plugin falls
+// back to it for drivers that publish no cliqueID, and a PodGroup names
+// it as its topology key to ask for one clique.
+const LabelClique = "nvidia.com/gpu.clique"
+
 // PlacementAnnotation on a claim gputopo allocated says which devices the
 // scheduler chose and why; kubectl gputopo why shows it.
 const PlacementAnnotation = "gputopo.io/placement"

@@ -27,6 +27,7 @@ type gpuSpec struct {
 	nvlink  string
 	numa    int64
 	pcie    string
+	clique  string
 }
 
 func attr(v any) resourceapi.DeviceAttribute {
@@ -55,6 +56,9 @@ func gpuDevice(node string, i int, g gpuSpec) resourceapi.Device {
 	}
 	if g.nvlink != "" {
 		a[contract.AttrNVLinkDomain] = attr(g.nvlink)
+	}
+	if g.clique != "" {
+		a[contract.AttrCliqueID] = attr(g.clique)
 	}
 	return resourceapi.Device{
 		Name:       fmt.Sprintf("gpu-%d", i),
@@ -89,6 +93,16 @@ func pairNode(node string) *resourceapi.ResourceSlice {
 	for i := range 8 {
 		p := i % 4
 		gpus = append(gpus, gpuSpec{product: "NVIDIA H100 NVL", memMiB: 95830, nvlink: fmt.Sprintf("pair-%d", p), numa: int64(p / 2), pcie: fmt.Sprintf("pci0000:%02x", p)})
+	}
+	return gpuNode(node, gpus...)
+}
+
+// nvl72Tray: a GB200 NVL72 compute tray, 4 GPUs on the rack's NVLink
+// fabric, published with the rack's clique.
+func nvl72Tray(node, clique string) *resourceapi.ResourceSlice {
+	var gpus []gpuSpec
+	for i := range 4 {
+		gpus = append(gpus, gpuSpec{product: "NVIDIA GB200", memMiB: 189471, nvlink: "nvl72", numa: int64(i / 2), pcie: fmt.Sprintf("pci0000:%02x", i), clique: clique})
 	}
 	return gpuNode(node, gpus...)
 }

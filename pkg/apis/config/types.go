@@ -50,3 +50,17 @@ func (a *GPUTopologyArgs) Policy() allocator.Policy {
 		SearchBudget:  int(a.SearchBudget),
 	}
 }
+
+// GPUCliquePlacementArgs configures the GPUCliquePlacement plugin, which
+// places pod groups in multi-node NVLink cliques.
+type GPUCliquePlacementArgs struct {
+	metav1.TypeMeta
+
+	// MaxPlacements caps the cliques proposed for one pod group: each is
+	// a full trial of the group's pods.
+	MaxPlacements int32
+	// GPUClasses are the DeviceClasses whose requests count as whole
+	// GPUs when the plugin estimates what a group needs, to skip cliques
+	// too small for it.
+	GPUClasses []string
+}

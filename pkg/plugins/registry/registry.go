@@ -12,6 +12,7 @@ import (
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/gputopo/gputopo/pkg/plugins/cliqueplacement"
 	"github.com/gputopo/gputopo/pkg/plugins/consumable"
 	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/plugins/partitionable"
@@ -20,9 +21,10 @@ import (
 // Registry returns gputopo's plugin factories by name.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		gputopology.Name:   withGates(gputopology.New),
-		partitionable.Name: withGates(partitionable.New),
-		consumable.Name:    withGates(consumable.New),
+		gputopology.Name:     withGates(gputopology.New),
+		partitionable.Name:   withGates(partitionable.New),
+		consumable.Name:      withGates(consumable.New),
+		cliqueplacement.Name: withGates(cliqueplacement.New),
 	}
 }
 

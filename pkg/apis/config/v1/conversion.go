@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -18,38 +19,55 @@ import (
 // so that a typo stops the scheduler instead of being ignored.
 func Decode(obj runtime.Object) (*config.GPUTopologyArgs, error) {
 	v := &GPUTopologyArgs{}
+	if o, ok := obj.(*GPUTopologyArgs); ok {
+		v = o.DeepCopy()
+	} else if err := decodeStrict(obj, v, Kind); err != nil {
+		return nil, err
+	}
+	if err := checkTypeMeta(v.TypeMeta, Kind); err != nil {
+		return nil, err
+	}
+	SetDefaults(v)
+	return Convert(v), nil
+}
+
+// decodeStrict fills v from args in a runtime.Unknown (JSON or YAML) or
+// of another type (through JSON); unknown fields are an error.
+func decodeStrict(obj runtime.Object, v any, kind string) error {
 	switch o := obj.(type) {
 	case nil:
-	case *GPUTopologyArgs:
-		v = o.DeepCopy()
 	case *runtime.Unknown:
 		if len(o.Raw) > 0 {
 			raw, err := yaml.YAMLToJSON(o.Raw)
 			if err != nil {
-				return nil, fmt.Errorf("GPUTopologyArgs: %w", err)
+				return fmt.Errorf("%s: %w", kind, err)
 			}
 			if err := yaml.UnmarshalStrict(raw, v); err != nil {
-				return nil, fmt.Errorf("GPUTopologyArgs: %w", err)
+				return fmt.Errorf("%s: %w", kind, err)
 			}
 		}
 	default:
 		// Some callers pass args decoded into another type; go through JSON.
 		raw, err := json.Marshal(obj)
 		if err != nil {
-			return nil, fmt.Errorf("GPUTopologyArgs: got %T: %w", obj, err)
+			return fmt.Errorf("%s: got %T: %w", kind, obj, err)
 		}
 		if err := yaml.UnmarshalStrict(raw, v); err != nil {
-			return nil, fmt.Errorf("GPUTopologyArgs: got %T: %w", obj, err)
+			return fmt.Errorf("%s: got %T: %w", kind, obj, err)
 		}
 	}
-	if v.APIVersion != "" && v.APIVersion != Group+"/"+Version {
-		return nil, fmt.Errorf("GPUTopologyArgs: apiVersion: unsupported value %q, want %q", v.APIVersion, Group+"/"+Version)
+	return nil
+}
+
+// checkTypeMeta accepts args without apiVersion and kind, or with ours.
+func checkTypeMeta(tm metav1.TypeMeta, kind string) error {
+	if tm.APIVersion != "" && tm.APIVersion != Group+"/"+Version {
+		return fmt.Errorf("%s: apiVersion: unsupported value %q, want %q", kind, tm.APIVersion, Group+"/"+Version)
 	}
-	if v.Kind != "" && v.Kind != Kind {
-		return nil, fmt.Errorf("GPUTopologyArgs: kind: unsupported value %q, want %q", v.Kind, Kind)
+	if tm.Kind != "" && tm.Kind != kind {
+		return fmt.Errorf("%s: kind: unsupported value %q, want %q", kind, tm.Kind, kind)
 	}
-	SetDefaults(v)
-	return Convert(v), nil
+	return nil
 }
 
 // Convert turns defaulted versioned args (SetDefaults has run) into

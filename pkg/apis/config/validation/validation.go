@@ -2,6 +2,7 @@
 package validation
 
 import (
+	"fmt"
 	"math"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -58,6 +59,29 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	}
 	if a.BindingTimeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.String(), "must be positive"))
+	}
+	return errs.ToAggregate()
+}
+
+// MaxCliquePlacements bounds maxPlacements: every placement is a full
+// trial of the group's pods in one scheduling cycle.
+const MaxCliquePlacements = 64
+
+// ValidateGPUCliquePlacementArgs returns every invalid field, with its path.
+func ValidateGPUCliquePlacementArgs(path *field.Path, a *config.GPUCliquePlacementArgs) error {
+	var errs field.ErrorList
+	if a.MaxPlacements < 1 || a.MaxPlacements > MaxCliquePlacements {
+		errs = append(errs, field.Invalid(path.Child("maxPlacements"), a.MaxPlacements, fmt.Sprintf("must be in [1, %d]", MaxCliquePlacements)))
+	}
+	seen := map[string]bool{}
+	for i, c := range a.GPUClasses {
+		switch {
+		case c == "":
+			errs = append(errs, field.Required(path.Child("gpuClasses").Index(i), "a DeviceClass name"))
+		case seen[c]:
+			errs = append(errs, field.Duplicate(path.Child("gpuClasses").Index(i), c))
+		}
+		seen[c] = true
 	}
 	return errs.ToAggregate()
 }

@@ -1,0 +1,101 @@
+package cliqueplacement
+
+import (
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// groupNeed is a lower bound of the whole GPUs a group still needs to
+// be placeable: the smallest demands of as many pods as the group must
+// still place (its gang's minCount less the pods already scheduled, at
+// least one).
+func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) int {
+	pods := pg.GetUnscheduledPods()
+	if len(pods) == 0 {
+		return 0
+	}
+	demands := make([]int, len(pods))
+	for i, p := range pods {
+		demands[i] = pl.podGPUs(p)
+	}
+	slices.Sort(demands)
+	k := 1
+	if g := pg.GetPodGroup(); g != nil && g.Spec.SchedulingPolicy.Gang != nil {
+		k = max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-scheduled, 1)
+	}
+	need := 0
+	for _, d := range demands[:min(k, len(demands))] {
+		need += d
+	}
+	return need
+}
+
+// podGPUs is a lower bound of the whole GPUs a pod still needs: the
+// counts of its unallocated claims' requests of a GPU class (the
+// smallest alternative of a firstAvailable request, nothing when one of
+// them is of another class), and its extended resources that a GPU class
+// serves. What the plugin cannot read counts as nothing, so that an
+// estimate never hides a clique that could hold the group.
+func (pl *CliquePlacement) podGPUs(pod *v1.Pod) int {
+	n := 0
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue
+		}
+		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil || claim.Status.Allocation != nil {
+			continue
+		}
+		for _, r := range claim.Spec.Devices.Requests {
+			n += pl.requestGPUs(r)
+		}
+	}
+	return n + pl.extendedGPUs(pod)
+}
+
+func (pl *CliquePlacement) requestGPUs(r resourceapi.DeviceRequest) int {
+	if r.Exactly != nil {
+		return pl.exactGPUs(r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
+	}
+	least := -1
+	for _, sub := range r.FirstAvailable {
+		n := pl.exactGPUs(sub.DeviceClassName, sub.AllocationMode, sub.Count)
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	return max(least, 0)
+}
+
+func (pl *CliquePlacement) exactGPUs(class string, mode resourceapi.DeviceAllocationMode, count int64) int {
+	if !pl.gpuClasses[class] || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
+		return 0
+	}
+	return int(max(count, 1))
+}
+
+// extendedGPUs counts the pod's extended resources (nvidia.com/gpu: N)
+// that a GPU class names, with kube's rules for init and sidecar
+// containers.
+func (pl *CliquePlacement) extendedGPUs(pod *v1.Pod) int {
+	resolver := pl.draManager.DeviceClassResolver()
+	if resolver == nil || !pl.fts.EnableDRAExtendedResource {
+		return 0
+	}
+	n := 0
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if name == v1.ResourceCPU || name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage {
+			continue
+		}
+		if c := resolver.GetDeviceClass(name); c != nil && pl.gpuClasses[c.Name] {
+			n += int(q.Value())
+		}
+	}
+	return n
+}

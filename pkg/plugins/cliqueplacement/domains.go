@@ -1,0 +1,122 @@
+package cliqueplacement
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// domain is one candidate placement: the nodes of one clique (or one
+// value of another topology label) and their whole GPUs.
+type domain struct {
+	name        string
+	nodes       []fwk.NodeInfo
+	gpus        int
+	free        int
+	unknownGPUs bool // some node publishes no GPUs in DRA (device plugin)
+}
+
+// wholeGPUs reads every node's whole GPUs, free ones and clique from the
+// scheduler's shared DRA state (allocated and in-flight claims).
+func (pl *CliquePlacement) wholeGPUs() (map[string]*topology.NodeGPUs, error) {
+	slices, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	state, err := pl.draManager.ResourceClaims().GatherAllocatedState()
+	if err != nil {
+		return nil, fmt.Errorf("allocated devices: %w", err)
+	}
+	shared := make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
+	for id := range state.AllocatedSharedDeviceIDs {
+		shared[id.GetDeviceID()] = true
+	}
+	taken := func(driver, pool, device string) bool {
+		id := structured.MakeDeviceID(driver, pool, device)
+		return state.AllocatedDevices.Has(id) || shared[id]
+	}
+	return topology.WholeGPUsByNode(slices, taken), nil
+}
+
+// domainOf is the node's value for the group's topology key. For the
+// clique label the GPUs' cliqueID wins over the label (the label is the
+// fallback for drivers that publish no attribute); a node whose GPUs
+// disagree belongs to no clique.
+func domainOf(logger klog.Logger, node *v1.Node, key string, gpus *topology.NodeGPUs) string {
+	if key == contract.LabelClique && gpus != nil {
+		if len(gpus.Conflict) > 0 {
+			logger.V(4).Info("Node's GPUs publish different cliques, the node is in none", "node", klog.KObj(node), "cliques", gpus.Conflict)
+			return ""
+		}
+		if gpus.Clique != "" {
+			return gpus.Clique
+		}
+	}
+	return node.Labels[key]
+}
+
+// groupDomains groups the nodes that some of the group's pods may run
+// on (their nodeSelector and required node affinity) by domain, in a
+// stable order: a clique the pods cannot use is not proposed, and its
+// free GPUs do not count.
+func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs) []*domain {
+	affinities := requiredAffinities(pods)
+	byName := map[string]*domain{}
+	var out []*domain
+	for _, n := range nodes {
+		node := n.Node()
+		if !anyMatches(affinities, node) {
+			continue
+		}
+		g := gpus[node.Name]
+		name := domainOf(logger, node, key, g)
+		if name == "" {
+			continue
+		}
+		d := byName[name]
+		if d == nil {
+			d = &domain{name: name}
+			byName[name] = d
+			out = append(out, d)
+		}
+		d.nodes = append(d.nodes, n)
+		if g == nil {
+			d.unknownGPUs = true
+			continue
+		}
+		d.gpus += g.GPUs
+		d.free += g.Free
+	}
+	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+// requiredAffinities are the pods' required node affinities.
+func requiredAffinities(pods []*v1.Pod) []nodeaffinity.RequiredNodeAffinity {
+	out := make([]nodeaffinity.RequiredNodeAffinity, len(pods))
+	for i, p := range pods {
+		out[i] = nodeaffinity.GetRequiredNodeAffinity(p)
+	}
+	return out
+}
+
+func anyMatches(affinities []nodeaffinity.RequiredNodeAffinity, node *v1.Node) bool {
+	if len(affinities) == 0 {
+		return true
+	}
+	for _, a := range affinities {
+		if ok, _ := a.Match(node); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package cliqueplacement
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
+
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// stateKey holds what GeneratePlacements learned for the scorer, in the
+// pod group's cycle state.
+const stateKey fwk.StateKey = Name
+
+// generated: the free whole GPUs of each proposed placement before the
+// group, by placement name.
+type generated struct {
+	free map[string]int
+}
+
+// Clone shares the data: it is written once, before any trial.
+func (g *generated) Clone() fwk.StateData { return g }
+
+// GeneratePlacements proposes the cliques a pod group may be tried in.
+func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.PodGroupCycleState, pg fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	key, ok := topologyKey(pg)
+	if !ok {
+		// No constraint: the group may spread, as without this plugin.
+		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
+	}
+	logger := klog.FromContext(ctx)
+	selected, status := selectedDomain(pg, key)
+	if status != nil {
+		return nil, status
+	}
+	scheduled, err := pl.scheduledPods(pg)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	gpus, err := pl.wholeGPUs()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, gpus)
+	pinned, status := pl.pinnedDomain(logger, scheduled, key, gpus)
+	if status != nil {
+		return nil, status
+	}
+	need := pl.groupNeed(pg, len(scheduled))
+	candidates, status := candidates(domains, key, need, pinned, selected)
+	if status != nil {
+		return nil, status
+	}
+	chosen := pl.bestFit(candidates)
+	g := &generated{free: make(map[string]int, len(chosen))}
+	placements := make([]*fwk.Placement, 0, len(chosen))
+	for _, d := range chosen {
+		g.free[d.name] = d.free
+		placements = append(placements, &fwk.Placement{Name: d.name, Nodes: d.nodes})
+	}
+	state.Write(stateKey, g)
+	logger.V(4).Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need, "candidates", len(candidates), "proposed", names(chosen))
+	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
+}
+
+// topologyKey is the group's (first, as upstream allows one) topology
+// constraint's key.
+func topologyKey(pg fwk.PodGroupInfo) (string, bool) {
+	if g := pg.GetPodGroup(); g != nil {
+		if c := g.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+			return c.Topology[0].Key, true
+		}
+	} else if cg := pg.GetCompositePodGroup(); cg != nil {
+		if c := cg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+			return c.Topology[0].Key, true
+		}
+	}
+	return "", false
+}
+
+// selectedDomain is the domain the group's pods select with a node
+// selector on the key ("" when none does). Pods that select different
+// ones can never share a domain: that is the group's error, not a
+// shortage.
+func selectedDomain(pg fwk.PodGroupInfo, key string) (string, *fwk.Status) {
+	var value, by string
+	for _, p := range pg.GetUnscheduledPods() {
+		v, ok := p.Spec.NodeSelector[key]
+		if !ok {
+			continue
+		}
+		if value != "" && v != value {
+			return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+				"pods %s and %s of pod group %s select different %s values (%q, %q) in spec.nodeSelector, and the group must share one",
+				by, p.Name, pg.GetName(), key, value, v))
+		}
+		value, by = v, p.Name
+	}
+	return value, nil
+}
+
+func (pl *CliquePlacement) scheduledPods(pg fwk.PodGroupInfo) ([]*v1.Pod, error) {
+	lister := pl.fh.SnapshotSharedLister()
+	if pl.fts.EnableCompositePodGroup {
+		var out []*v1.Pod
+		for s, err := range helper.GetPodGroupStates(lister, fwk.MustParseEntityKey(pg.GetKey())) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s.ScheduledPods()...)
+		}
+		return out, nil
+	}
+	s, err := lister.PodGroupStates().Get(pg.GetNamespace(), pg.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return s.ScheduledPods(), nil
+}
+
+// pinnedDomain is the domain the group's scheduled pods run in ("" when
+// none runs yet): the rest of the group must join them there.
+func (pl *CliquePlacement) pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs) (string, *fwk.Status) {
+	pinned, first := "", ""
+	for _, p := range scheduled {
+		n, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(p.Spec.NodeName)
+		if err != nil {
+			return "", fwk.AsStatus(fmt.Errorf("node of scheduled pod %s: %w", klog.KObj(p), err))
+		}
+		d := domainOf(logger, n.Node(), key, gpus[n.Node().Name])
+		switch {
+		case d == "":
+			return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+				"pod %s of the group runs on node %s, which is in no %s domain", p.Name, p.Spec.NodeName, key))
+		case pinned != "" && d != pinned:
+			return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+				"pods %s and %s of the group already run in different %s domains (%s, %s)", first, p.Name, key, pinned, d))
+		}
+		pinned, first = d, p.Name
+	}
+	return pinned, nil
+}
+
+// candidates are the domains that can still hold the group: the pinned
+// or selected one if any, with at least need free whole GPUs (domains
+// with GPUs the DRA state does not show are kept: their room is
+// unknown).
+func candidates(domains []*domain, key string, need int, pinned, selected string) ([]*domain, *fwk.Status) {
+	var out []*domain
+	most := -1
+	for _, d := range domains {
+		if (pinned != "" && d.name != pinned) || (selected != "" && d.name != selected) {
+			continue
+		}
+		most = max(most, d.free)
+		if d.free >= need || d.unknownGPUs {
+			out = append(out, d)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	var where string
+	switch {
+	case pinned != "":
+		where = fmt.Sprintf("in %s %s, where the group's scheduled pods run", key, pinned)
+	case selected != "":
+		where = fmt.Sprintf("in %s %s, which its pods select", key, selected)
+	default:
+		where = fmt.Sprintf("in one %s domain", key)
+	}
+	msg := fmt.Sprintf("the pod group needs at least %d free GPUs %s", need, where)
+	if most < 0 {
+		msg += fmt.Sprintf(", and no node has a %s domain", key)
+	} else {
+		msg += fmt.Sprintf("; the most free in one is %d", most)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// bestFit orders the candidates by free GPUs, fewest first (a group
+// fills a broken clique before it breaks a whole one), and keeps
+// maxPlacements of them; with two or more, the last one kept is the
+// emptiest candidate, in case the estimate of the group's need was too
+// low for the others.
+func (pl *CliquePlacement) bestFit(cands []*domain) []*domain {
+	cands = slices.Clone(cands)
+	slices.SortStableFunc(cands, func(a, b *domain) int { return a.free - b.free })
+	limit := int(pl.args.MaxPlacements)
+	if len(cands) <= limit {
+		return cands
+	}
+	if limit == 1 {
+		return cands[:1]
+	}
+	out := slices.Clone(cands[:limit-1])
+	return append(out, cands[len(cands)-1])
+}
+
+func names(ds []*domain) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%s(%d free)", d.name, d.free)
+	}
+	return strings.Join(out, ",")
+}

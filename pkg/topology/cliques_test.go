@@ -1,0 +1,64 @@
+package topology
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+const testDriver = "gpu.nvidia.com"
+
+// tray is a node's slice: one device per entry of devices (name, then
+// attributes as attrs takes them).
+func tray(node string, generation int64, devices map[string][]any) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
+		Driver: testDriver, NodeName: ptr.To(node),
+		Pool: resourceapi.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: 1},
+	}}
+	for name, kv := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: name, Attributes: attrs(kv...)})
+	}
+	return s
+}
+
+func gpuAttrs(uuid, clique string) []any {
+	kv := []any{"type", "gpu", "uuid", uuid}
+	if clique != "" {
+		kv = append(kv, "cliqueID", clique)
+	}
+	return kv
+}
+
+func TestWholeGPUsByNode(t *testing.T) {
+	slices := []*resourceapi.ResourceSlice{
+		// Two free GPUs, one taken, one busy through a MIG partition.
+		tray("t0", 1, map[string][]any{
+			"gpu-0": gpuAttrs("u0", "c.1"), "gpu-1": gpuAttrs("u1", "c.1"),
+			"gpu-2": gpuAttrs("u2", "c.1"), "gpu-3": gpuAttrs("u3", "c.1"),
+			"gpu-3-mig-1g": {"type", "mig", "parentUUID", "u3"},
+		}),
+		// An older generation of t0's pool does not count.
+		tray("t0", 0, map[string][]any{"gpu-9": gpuAttrs("u9", "c.9")}),
+		// GPUs that disagree on their clique.
+		tray("t1", 1, map[string][]any{"gpu-0": gpuAttrs("v0", "c.1"), "gpu-1": gpuAttrs("v1", "c.2")}),
+		// No clique published; a NIC is not a GPU.
+		tray("t2", 1, map[string][]any{"gpu-0": gpuAttrs("w0", ""), "nic-0": {"type", "nic"}}),
+		// Network-attached: no node.
+		{Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "fabric"},
+			Devices: []resourceapi.Device{{Name: "gpu-x", Attributes: attrs(gpuAttrs("x", "c.1")...)}}}},
+	}
+	taken := func(driver, pool, device string) bool {
+		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
+	}
+	got := WholeGPUsByNode(slices, taken)
+	want := map[string]*NodeGPUs{
+		"t0": {GPUs: 4, Free: 2, Clique: "c.1"},
+		"t1": {GPUs: 2, Free: 2, Conflict: []string{"c.1", "c.2"}},
+		"t2": {GPUs: 1, Free: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("WholeGPUsByNode (-want +got):\n%s", diff)
+	}
+}
