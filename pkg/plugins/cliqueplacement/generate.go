@@ -185,22 +185,33 @@ func candidates(domains []*domain, key string, need int, pinned, selected string
 }
 
 // bestFit orders the candidates by free GPUs, fewest first (a group
-// fills a broken clique before it breaks a whole one), and keeps
-// maxPlacements of them; with two or more, the last one kept is the
-// emptiest candidate, in case the estimate of the group's need was too
-// low for the others.
+// fills a broken clique before it breaks a whole one), those whose room
+// is unknown last, and keeps maxPlacements of them; with two or more,
+// the emptiest candidate is always among them, in case the estimate of
+// the group's need was too low for the others.
 func (pl *CliquePlacement) bestFit(cands []*domain) []*domain {
-	cands = slices.Clone(cands)
-	slices.SortStableFunc(cands, func(a, b *domain) int { return a.free - b.free })
+	ordered := slices.Clone(cands)
+	slices.SortStableFunc(ordered, func(a, b *domain) int {
+		if a.unknownGPUs != b.unknownGPUs {
+			if a.unknownGPUs {
+				return 1
+			}
+			return -1
+		}
+		return a.free - b.free
+	})
 	limit := int(pl.args.MaxPlacements)
-	if len(cands) <= limit {
-		return cands
+	if len(ordered) <= limit || limit == 1 {
+		return ordered[:min(limit, len(ordered))]
 	}
-	if limit == 1 {
-		return cands[:1]
+	out := slices.Clone(ordered[:limit-1])
+	emptiest := ordered[limit-1]
+	for _, d := range ordered[limit-1:] {
+		if !d.unknownGPUs && d.free > emptiest.free {
+			emptiest = d
+		}
 	}
-	out := slices.Clone(cands[:limit-1])
-	return append(out, cands[len(cands)-1])
+	return append(out, emptiest)
 }
 
 func names(ds []*domain) string {

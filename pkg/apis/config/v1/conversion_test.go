@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -107,5 +108,38 @@ func TestDeepCopyKeepsUnsetFields(t *testing.T) {
 	*out.Topology.Weight, *out.SearchBudget = 3, 6
 	if *in.Topology.Weight != 2 || *in.SearchBudget != 5 {
 		t.Errorf("the copy shares memory with the original: %+v", in)
+	}
+}
+
+func TestDecodeCliquePlacement(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      runtime.Object
+		want    *config.GPUCliquePlacementArgs
+		wantErr string
+	}{
+		{name: "nil gives defaults", want: &config.GPUCliquePlacementArgs{MaxPlacements: DefaultMaxPlacements, GPUClasses: []string{contract.ClassGPU}}},
+		{name: "yaml", in: &runtime.Unknown{Raw: []byte("apiVersion: gputopo.io/v1\nkind: GPUCliquePlacementArgs\nmaxPlacements: 2\ngpuClasses: [gb200.example.com]\n")},
+			want: &config.GPUCliquePlacementArgs{MaxPlacements: 2, GPUClasses: []string{"gb200.example.com"}}},
+		{name: "typed", in: &GPUCliquePlacementArgs{MaxPlacements: ptr.To[int32](8)}, want: &config.GPUCliquePlacementArgs{MaxPlacements: 8, GPUClasses: []string{contract.ClassGPU}}},
+		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("maxPlacement: 2\n")}, wantErr: `GPUCliquePlacementArgs: error unmarshaling JSON: while decoding JSON: json: unknown field "maxPlacement"`},
+		{name: "wrong kind", in: &runtime.Unknown{Raw: []byte("kind: GPUTopologyArgs\n")}, wantErr: `GPUCliquePlacementArgs: kind: unsupported value "GPUTopologyArgs"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeCliquePlacement(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -58,3 +58,38 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateGPUCliquePlacementArgs(t *testing.T) {
+	valid, err := v1.DecodeCliquePlacement(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateGPUCliquePlacementArgs(field.NewPath("args"), valid); err != nil {
+		t.Fatalf("defaults are invalid: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(a *config.GPUCliquePlacementArgs)
+		want   []string
+	}{
+		{"no placements", func(a *config.GPUCliquePlacementArgs) { a.MaxPlacements = 0 }, []string{"args.maxPlacements"}},
+		{"too many placements", func(a *config.GPUCliquePlacementArgs) { a.MaxPlacements = MaxCliquePlacements + 1 }, []string{"args.maxPlacements"}},
+		{"bad classes", func(a *config.GPUCliquePlacementArgs) { a.GPUClasses = []string{"a", "", "a"} }, []string{"args.gpuClasses[1]: Required", "args.gpuClasses[2]: Duplicate"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := *valid
+			a.GPUClasses = append([]string(nil), valid.GPUClasses...)
+			tc.mutate(&a)
+			err := ValidateGPUCliquePlacementArgs(field.NewPath("args"), &a)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package cliqueplacement
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// group is a fwk.PodGroupInfo for the tests.
+type group struct {
+	pods []*v1.Pod
+	pg   *schedulingv1beta1.PodGroup
+}
+
+func (g *group) GetUnscheduledPods() []*v1.Pod                               { return g.pods }
+func (g *group) GetName() string                                             { return "g" }
+func (g *group) GetNamespace() string                                        { return "ns" }
+func (g *group) GetType() fwk.EntityKeyType                                  { return fwk.PodGroupKeyType }
+func (g *group) GetKey() string                                              { return "ns/g" }
+func (g *group) GetPodGroup() *schedulingv1beta1.PodGroup                    { return g.pg }
+func (g *group) GetCompositePodGroup() *schedulingv1alpha3.CompositePodGroup { return nil }
+func (g *group) GetChildren() []fwk.PodGroupInfo                             { return nil }
+
+func pod(name string, selector map[string]string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: v1.PodSpec{NodeSelector: selector}}
+}
+
+func nodeInfo(name string, labels map[string]string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	return ni
+}
+
+func TestSelectedDomain(t *testing.T) {
+	key := contract.LabelClique
+	tests := []struct {
+		name    string
+		pods    []*v1.Pod
+		want    string
+		wantErr string
+	}{
+		{"none", []*v1.Pod{pod("a", nil), pod("b", map[string]string{"zone": "z"})}, "", ""},
+		{"one", []*v1.Pod{pod("a", nil), pod("b", map[string]string{key: "c.1"})}, "c.1", ""},
+		{"agree", []*v1.Pod{pod("a", map[string]string{key: "c.1"}), pod("b", map[string]string{key: "c.1"})}, "c.1", ""},
+		{"disagree", []*v1.Pod{pod("a", map[string]string{key: "c.1"}), pod("b", map[string]string{key: "c.2"})}, "", `pods a and b of pod group g select different nvidia.com/gpu.clique values ("c.1", "c.2")`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, status := selectedDomain(&group{pods: tc.pods}, key)
+			if tc.wantErr != "" {
+				if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), tc.wantErr) {
+					t.Fatalf("status %v, want UnschedulableAndUnresolvable with %q", status, tc.wantErr)
+				}
+				return
+			}
+			if status != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, status, tc.want)
+			}
+		})
+	}
+}
+
+func TestGroupDomains(t *testing.T) {
+	key := contract.LabelClique
+	nodes := []fwk.NodeInfo{
+		nodeInfo("t0", map[string]string{"fleet": "a"}),
+		nodeInfo("t1", map[string]string{"fleet": "a", key: "label.9"}), // attribute wins
+		nodeInfo("t2", map[string]string{"fleet": "a", key: "c.2"}),     // label only (device plugin)
+		nodeInfo("t3", map[string]string{"fleet": "a"}),                 // trays disagree
+		nodeInfo("t4", map[string]string{"fleet": "b"}),                 // pods cannot use it
+	}
+	gpus := map[string]*topology.NodeGPUs{
+		"t0": {GPUs: 4, Free: 4, Clique: "c.1"},
+		"t1": {GPUs: 4, Free: 1, Clique: "c.1"},
+		"t3": {GPUs: 4, Free: 4, Conflict: []string{"c.1", "c.2"}},
+		"t4": {GPUs: 4, Free: 4, Clique: "c.1"},
+	}
+	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus)
+	type summary struct {
+		Name        string
+		Nodes       []string
+		GPUs, Free  int
+		UnknownGPUs bool
+	}
+	var sums []summary
+	for _, d := range got {
+		s := summary{Name: d.name, GPUs: d.gpus, Free: d.free, UnknownGPUs: d.unknownGPUs}
+		for _, n := range d.nodes {
+			s.Nodes = append(s.Nodes, n.Node().Name)
+		}
+		sums = append(sums, s)
+	}
+	want := []summary{
+		{Name: "c.1", Nodes: []string{"t0", "t1"}, GPUs: 8, Free: 5},
+		{Name: "c.2", Nodes: []string{"t2"}, UnknownGPUs: true},
+	}
+	if diff := cmp.Diff(want, sums); diff != "" {
+		t.Errorf("groupDomains (-want +got):\n%s", diff)
+	}
+}
+
+func TestCandidatesAndBestFit(t *testing.T) {
+	doms := []*domain{{name: "a", free: 72}, {name: "b", free: 8}, {name: "c", free: 40}, {name: "d", free: 16}, {name: "e", unknownGPUs: true}}
+	tests := []struct {
+		name             string
+		need             int
+		pinned, selected string
+		max              int32
+		want             []string
+		wantErr          string
+	}{
+		{name: "best fit first, emptiest last", need: 12, max: 3, want: []string{"d", "c", "a"}},
+		{name: "emptiest kept", need: 0, max: 2, want: []string{"b", "a"}},
+		{name: "all fit", need: 0, max: 8, want: []string{"b", "d", "c", "a", "e"}},
+		{name: "one placement", need: 12, max: 1, want: []string{"d"}},
+		{name: "pinned", need: 12, pinned: "c", max: 4, want: []string{"c"}},
+		{name: "pinned without room", need: 48, pinned: "c", max: 4, wantErr: "needs at least 48 free GPUs in nvidia.com/gpu.clique c, where the group's scheduled pods run; the most free in one is 40"},
+		{name: "selected", need: 4, selected: "b", max: 4, want: []string{"b"}},
+		{name: "selected unknown", need: 4, selected: "x", max: 4, wantErr: "which its pods select, and no node has a nvidia.com/gpu.clique domain"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cands, status := candidates(doms, contract.LabelClique, tc.need, tc.pinned, tc.selected)
+			if tc.wantErr != "" {
+				if status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), tc.wantErr) {
+					t.Fatalf("status %v, want Unschedulable with %q", status, tc.wantErr)
+				}
+				return
+			}
+			pl := &CliquePlacement{args: &config.GPUCliquePlacementArgs{MaxPlacements: tc.max}}
+			var got []string
+			for _, d := range pl.bestFit(cands) {
+				got = append(got, d.name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("proposed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRequestGPUs(t *testing.T) {
+	pl := &CliquePlacement{gpuClasses: map[string]bool{contract.ClassGPU: true}}
+	exact := func(class string, mode resourceapi.DeviceAllocationMode, n int64) *resourceapi.ExactDeviceRequest {
+		return &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}
+	}
+	sub := func(class string, n int64) resourceapi.DeviceSubRequest {
+		return resourceapi.DeviceSubRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: n}
+	}
+	tests := []struct {
+		name string
+		req  resourceapi.DeviceRequest
+		want int
+	}{
+		{"exact", resourceapi.DeviceRequest{Exactly: exact(contract.ClassGPU, resourceapi.DeviceAllocationModeExactCount, 4)}, 4},
+		{"default mode", resourceapi.DeviceRequest{Exactly: exact(contract.ClassGPU, "", 0)}, 1},
+		{"all", resourceapi.DeviceRequest{Exactly: exact(contract.ClassGPU, resourceapi.DeviceAllocationModeAll, 0)}, 0},
+		{"other class", resourceapi.DeviceRequest{Exactly: exact(contract.ClassMIG, resourceapi.DeviceAllocationModeExactCount, 2)}, 0},
+		{"first available: least", resourceapi.DeviceRequest{FirstAvailable: []resourceapi.DeviceSubRequest{sub(contract.ClassGPU, 4), sub(contract.ClassGPU, 2)}}, 2},
+		{"first available: other class", resourceapi.DeviceRequest{FirstAvailable: []resourceapi.DeviceSubRequest{sub(contract.ClassGPU, 4), sub(contract.ClassMIG, 1)}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pl.requestGPUs(tc.req); got != tc.want {
+				t.Errorf("requestGPUs = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNormalizePlacementScore(t *testing.T) {
+	tests := []struct {
+		name      string
+		raw, want []int64
+	}{
+		{"spread", []int64{-160, 0, -80}, []int64{0, 100, 50}},
+		{"equal", []int64{-16, -16}, []int64{100, 100}},
+		{"one", []int64{-3}, []int64{100}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			scores := make([]fwk.PlacementScore, len(tc.raw))
+			for i, r := range tc.raw {
+				scores[i].Score = r
+			}
+			if status := (&CliquePlacement{}).NormalizePlacementScore(context.Background(), nil, nil, scores); status != nil {
+				t.Fatal(status)
+			}
+			var got []int64
+			for _, s := range scores {
+				got = append(got, s.Score)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("normalized (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
