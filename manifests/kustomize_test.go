@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
@@ -26,6 +27,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"scheduler/extended-resource", []string{"DeviceClass"}, 0},
 		{"pod-groups", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
+		{"nodeagent-clique-label", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"kubectl", []string{"ClusterRole", "ServiceAccount", "ClusterRoleBinding"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
 		{"examples/pods", []string{"Pod"}, 0},
@@ -110,5 +112,28 @@ func TestExtendedResourceOverlay(t *testing.T) {
 	}
 	if want := map[string]string{"gpu.nvidia.com": "nvidia.com/gpu"}; !maps.Equal(named, want) {
 		t.Errorf("extendedResourceName by class: %v, want %v", named, want)
+	}
+}
+
+// The clique-label overlay's agent configuration is the base's with
+// cliqueLabel on, nothing else.
+func TestCliqueLabelOverlayKeepsBaseConfig(t *testing.T) {
+	read := func(path string) string {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := yaml.Unmarshal(raw, &cm); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return cm.Data["nodeagent.yaml"]
+	}
+	base := read("nodeagent/configmap.yaml")
+	overlay := read("nodeagent-clique-label/configmap.yaml")
+	if want := base + "cliqueLabel: true\n"; overlay != want {
+		t.Errorf("nodeagent-clique-label/configmap.yaml:\n%s\nwant the base's configuration plus cliqueLabel: true:\n%s", overlay, want)
 	}
 }

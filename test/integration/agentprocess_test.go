@@ -46,7 +46,7 @@ type agentProcess struct {
 // token bound to that pod (so it carries the node's name, as the
 // kubelet's projected token does), the ConfigMap's configuration, and
 // mock NVML of the given shape instead of the driver's library.
-func (c *cluster) runAgentProcess(node, shape string) *agentProcess {
+func (c *cluster) runAgentProcess(node, shape string, extraFlags ...string) *agentProcess {
 	c.t.Helper()
 	cfg := c.agentConfig(node)
 	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
@@ -64,11 +64,11 @@ func (c *cluster) runAgentProcess(node, shape string) *agentProcess {
 			c.t.Fatal(err)
 		}
 	}
-	a.process = c.runBinary("nodeagent-"+node, agentBinary,
-		"--node-name="+node, "--config="+configPath, "--nvml=mock:"+shape,
-		"--kubeconfig="+writeKubeconfig(c.t, cfg),
-		"--plugin-dir="+a.pluginDir, "--registrar-dir="+a.registrarDir, "--cdi-dir="+a.cdiDir,
-		"--health-probe-interval=200ms", "--v=4")
+	args := append([]string{"--node-name=" + node, "--config=" + configPath, "--nvml=mock:" + shape,
+		"--kubeconfig=" + writeKubeconfig(c.t, cfg),
+		"--plugin-dir=" + a.pluginDir, "--registrar-dir=" + a.registrarDir, "--cdi-dir=" + a.cdiDir,
+		"--health-probe-interval=200ms", "--v=4"}, extraFlags...)
+	a.process = c.runBinary("nodeagent-"+node, agentBinary, args...)
 	return a
 }
 

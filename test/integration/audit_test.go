@@ -241,16 +241,17 @@ func covers(g, r request) bool {
 // that unusedAllowed does not explain.
 func checkRBACCoverage() ([]string, error) {
 	var all []request
-	for who, path := range map[string]string{
-		"scheduler": "../../manifests/scheduler/base/rbac.yaml",
-		"nodeagent": "../../manifests/nodeagent/rbac.yaml",
-		"viewer":    "../../manifests/kubectl/rbac.yaml",
+	for _, role := range []struct{ who, path string }{
+		{"scheduler", "../../manifests/scheduler/base/rbac.yaml"},
+		{"nodeagent", "../../manifests/nodeagent/rbac.yaml"},
+		{"nodeagent", "../../manifests/nodeagent-clique-label/rbac.yaml"},
+		{"viewer", "../../manifests/kubectl/rbac.yaml"},
 	} {
-		rules, err := roleRules(path)
+		rules, err := roleRules(role.path)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, grants(who, rules)...)
+		all = append(all, grants(role.who, rules)...)
 	}
 	usedRequests.Lock()
 	defer usedRequests.Unlock()

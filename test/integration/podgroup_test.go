@@ -12,6 +12,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/features"
@@ -338,4 +339,63 @@ func TestPodGroupsBadInputAndRestart(t *testing.T) {
 		t.Logf("PodGroup %s: %s; pod: %s", g, c.groupCondition(ns, g), c.schedulingMessage(ns, g+"-0"))
 	}
 	c.checkNoDoubleBooking()
+}
+
+// manifests/nodeagent-clique-label: the agents, run as their DaemonSet's
+// pods, label their nodes with the rack's clique (the value their slices
+// publish), and may change nothing else of any node.
+func TestNodeAgentCliqueLabel(t *testing.T) {
+	c := startCluster(t)
+	c.apply("../../manifests/nodeagent", "")
+	// kubectl apply -k of the overlay replaces the base's ConfigMap.
+	if err := c.client.CoreV1().ConfigMaps(agentNamespace).Delete(c.ctx, agentDaemonSet, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.apply("../../manifests/nodeagent-clique-label", "")
+	trays := []string{"tray-0", "tray-1"}
+	for _, n := range trays {
+		c.node(n, map[string]string{"team": "a"})
+		c.runAgentProcess(n, "gb200-tray", "--mock-rack=rack-7")
+	}
+	var clique string
+	for _, n := range trays {
+		c.waitFor("clique label of "+n, 60*time.Second, func() (bool, error) {
+			node, err := c.client.CoreV1().Nodes().Get(c.ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got := node.Labels[contract.LabelClique]
+			if got == "" {
+				return false, nil
+			}
+			if clique != "" && got != clique {
+				return false, fmt.Errorf("node %s in clique %q, tray-0 in %q", n, got, clique)
+			}
+			clique = got
+			return true, nil
+		})
+	}
+	slices, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slices.Items {
+		for _, d := range s.Spec.Devices {
+			if a, ok := d.Attributes[contract.AttrCliqueID]; ok && ptr.Deref(a.StringValue, "") != clique {
+				t.Errorf("device %s/%s publishes clique %q, the node label says %q", s.Spec.Pool.Name, d.Name, ptr.Deref(a.StringValue, ""), clique)
+			}
+		}
+	}
+
+	probe := c.agentProbeClient("tray-0")
+	for what, patch := range map[string]struct{ node, body string }{
+		"another node's clique": {"tray-1", `{"metadata":{"labels":{"nvidia.com/gpu.clique":"rack-0"}}}`},
+		"another label":         {"tray-0", `{"metadata":{"labels":{"team":"b"}}}`},
+		"its node's spec":       {"tray-0", `{"spec":{"unschedulable":true}}`},
+	} {
+		_, err := probe.CoreV1().Nodes().Patch(c.ctx, patch.node, types.StrategicMergePatchType, []byte(patch.body), metav1.PatchOptions{})
+		if err == nil || !strings.Contains(err.Error(), "gputopo-nodeagent-own-node-clique-label") {
+			t.Errorf("agent of tray-0 changing %s: %v, want a denial by the admission policy", what, err)
+		}
+	}
 }

@@ -115,6 +115,12 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		a.Stop()
 		return nil, err
 	}
+	if o.Config.CliqueLabel {
+		if err := labelClique(ctx, o.KubeClient, o.NodeName, gpus); err != nil {
+			// The slices are out; the node is only missing its label.
+			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
+		}
+	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()

@@ -47,6 +47,12 @@ type Config struct {
 	Shared SharedPolicy `json:"shared"`
 	// Health decides which NVML events taint a device and for how long.
 	Health HealthPolicy `json:"health"`
+	// CliqueLabel writes the GPUs' multi-node NVLink clique as the node
+	// label nvidia.com/gpu.clique, for schedulers that read topology from
+	// node labels (the in-tree TopologyPlacementGenerator, Kueue, KAI).
+	// The agent then needs to patch its node
+	// (manifests/nodeagent-clique-label). Default false.
+	CliqueLabel bool `json:"cliqueLabel,omitempty"`
 }
 
 // GPURule matches GPUs by product name substring and/or index.
