@@ -38,6 +38,9 @@ func (pl *GPUTopology) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, err
 		}
 		if mustCheckOwner {
 			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				if owner := podGroupOwner(claim); owner != "" {
+					return nil, fmt.Errorf("resourceclaim %s/%s belongs to PodGroup %s (DRAWorkloadResourceClaims): GPUTopology does not allocate pod-group claims yet; schedule the group with a profile that runs the in-tree DynamicResources plugin", claim.Namespace, claim.Name, owner)
+				}
 				return nil, err
 			}
 		}
@@ -141,4 +144,15 @@ func (pl *GPUTopology) isSchedulableAfterPodUpdate(logger klog.Logger, pod *v1.P
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// podGroupOwner is the name of the PodGroup that owns the claim (a
+// claim of PodGroup.spec.resourceClaims), "" when none does.
+func podGroupOwner(claim *resourceapi.ResourceClaim) string {
+	for _, o := range claim.OwnerReferences {
+		if o.Kind == "PodGroup" && o.Controller != nil && *o.Controller {
+			return o.Name
+		}
+	}
+	return ""
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 )
 
 // wantStatus compares a status by code and a part of its message.
@@ -26,6 +28,13 @@ func TestPreEnqueue(t *testing.T) {
 	deleting := claim("deleting", 1).Obj()
 	deleting.DeletionTimestamp = &metav1.Time{}
 	deleting.Finalizers = []string{resourceapi.Finalizer}
+	// A claim of PodGroup.spec.resourceClaims (DRAWorkloadResourceClaims),
+	// which the resourceclaim controller maps into the pod's status.
+	groupClaim := claim("train-gpus", 4).Obj()
+	groupClaim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "train", UID: "uid-pg", Controller: ptr.To(true)}}
+	groupPod := st.MakePod().Name("p").Namespace(ns).UID("uid-pod-p").
+		PodResourceClaims(v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To("gpus")}).Obj()
+	groupPod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("train-gpus")}}
 	for _, tc := range []struct {
 		name string
 		pod  *v1.Pod
@@ -36,9 +45,10 @@ func TestPreEnqueue(t *testing.T) {
 		{"claim exists", podWithClaims("p", "c"), fwk.Success, ""},
 		{"claim not created yet", podWithClaims("p", "missing"), fwk.UnschedulableAndUnresolvable, "resourceclaim default/missing"},
 		{"claim being deleted", podWithClaims("p", "deleting"), fwk.UnschedulableAndUnresolvable, "is being deleted"},
+		{"pod-group claim", groupPod, fwk.UnschedulableAndUnresolvable, "resourceclaim default/train-gpus belongs to PodGroup train (DRAWorkloadResourceClaims): GPUTopology does not allocate pod-group claims yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Obj(), deleting}})
+			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Obj(), deleting, groupClaim}})
 			wantStatus(t, "PreEnqueue", env.pl.PreEnqueue(env.tCtx, tc.pod), tc.code, tc.msg)
 		})
 	}
