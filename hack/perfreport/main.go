@@ -45,7 +45,7 @@ type quality struct {
 }
 
 // topic is in the file name: ..._benchmark_<suite>_<scheduler>_<run id>.json
-var topic = regexp.MustCompile(`_benchmark_([a-z]+)_(intree|gputopo)`)
+var topic = regexp.MustCompile(`_benchmark_([a-z-]+)_(intree|gputopo)`)
 
 // name is BenchmarkPerfScheduling/<suite>_<scheduler>/<test case>/<workload>[/<namespace>]
 var name = regexp.MustCompile(`^BenchmarkPerfScheduling/[^/]+/([^/]+/[^/]+)`)

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
@@ -20,13 +21,17 @@ type fleetShape struct {
 	name  string // file and node name prefix
 	shape mocknvml.Shape
 	mode  config.Mode
+	// traysPerClique: node i is in clique nvl72-<i/traysPerClique>
+	// (attribute and node label); 0 for shapes without one.
+	traysPerClique int
 }
 
 var fleetShapes = []fleetShape{
-	{"dgxh100", mocknvml.DGXH100, config.Whole},
-	{"pcie-pairs", mocknvml.PCIePairs, config.Whole},
-	{"dgxa100-mig", mocknvml.DGXA100, config.MIG},
-	{"dgxh100-shared", mocknvml.DGXH100, config.Shared},
+	{"dgxh100", mocknvml.DGXH100, config.Whole, 0},
+	{"pcie-pairs", mocknvml.PCIePairs, config.Whole, 0},
+	{"dgxa100-mig", mocknvml.DGXA100, config.MIG, 0},
+	{"dgxh100-shared", mocknvml.DGXH100, config.Shared, 0},
+	{"gb200", mocknvml.GB200Tray, config.Whole, 18},
 }
 
 // The placeholder the agent's layout is built for; in the templates it
@@ -42,7 +47,7 @@ func writeFleet(dir string) error {
 		return err
 	}
 	for _, fs := range fleetShapes {
-		lib, err := mocknvml.NewWith(fs.shape, mocknvml.Options{Name: nodePlaceholder, MIG: fs.mode == config.MIG})
+		lib, err := mocknvml.NewWith(fs.shape, mocknvml.Options{Name: nodePlaceholder, MIG: fs.mode == config.MIG, Rack: "rack"})
 		if err != nil {
 			return err
 		}
@@ -58,30 +63,42 @@ func writeFleet(dir string) error {
 		}
 		node := fs.name + "-{{.Index}}"
 		// Per node unique GPU UUIDs: the first UUID group becomes the index.
-		var uuids []string
+		var uuids, cliques []string
 		for _, g := range gpus {
 			uuids = append(uuids, g.UUID)
+			if g.CliqueID != "" {
+				cliques = append(cliques, g.CliqueID)
+			}
 		}
+		clique := fmt.Sprintf("nvl72-{{DivideInt .Index %d}}", fs.traysPerClique)
 		fill := func(text string) string {
 			for _, u := range uuids {
 				text = strings.ReplaceAll(text, u, "GPU-{{printf \"%08d\" .Index}}"+u[len("GPU-")+8:])
 			}
+			for _, c := range cliques {
+				text = strings.ReplaceAll(text, c, clique)
+			}
 			return strings.ReplaceAll(text, nodePlaceholder, node)
+		}
+		labels := fmt.Sprintf("    gputopo.io/shape: %s\n", fs.name)
+		if fs.traysPerClique > 0 {
+			// For the in-tree TopologyPlacementGenerator, which reads
+			// only node labels (manifests/nodeagent-clique-label).
+			labels += fmt.Sprintf("    %s: %s\n", contract.LabelClique, clique)
 		}
 		nodeYAML := fmt.Sprintf(`apiVersion: v1
 kind: Node
 metadata:
   name: %s
   labels:
-    gputopo.io/shape: %s
-spec: {}
+%sspec: {}
 status:
   capacity: {pods: "110", cpu: "128", memory: 1Ti}
   allocatable: {pods: "110", cpu: "128", memory: 1Ti}
   conditions:
   - {status: "True", type: Ready}
   phase: Running
-`, node, fs.name)
+`, node, labels)
 		if err := os.WriteFile(filepath.Join(dir, "fleet", fs.name+"-node.yaml"), []byte(nodeYAML), 0o640); err != nil {
 			return err
 		}

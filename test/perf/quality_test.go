@@ -40,17 +40,36 @@ func qualityHook(scheduler string) perf.HookFn {
 		if len(parts) < 2 {
 			return nil
 		}
-		workload := parts[len(parts)-2] + "/" + parts[len(parts)-1]
-		switch parts[len(parts)-2] {
-		case "GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs":
-		default:
+		testCase := parts[len(parts)-2]
+		workload := testCase + "/" + parts[len(parts)-1]
+		ours := slices.Contains([]string{"GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs", "NVL72Groups"}, testCase)
+		groups := slices.Contains([]string{"NVL72Groups", "TopologyAwareScheduling", "GangScheduling"}, testCase)
+		if !ours && !groups {
 			return nil // upstream's workloads: throughput only
 		}
+		before, err := gatherHistogram(podGroupAlgorithmMetric)
+		if err != nil {
+			return err
+		}
 		tCtx.CleanupCtx(func(tCtx ktesting.TContext) {
-			metrics, err := measure(tCtx, parts[len(parts)-2])
-			if err != nil {
-				tCtx.Errorf("quality of %s: %v", workload, err)
-				return
+			metrics := map[string]float64{}
+			if ours {
+				m, err := measure(tCtx, testCase)
+				if err != nil {
+					tCtx.Errorf("quality of %s: %v", workload, err)
+					return
+				}
+				metrics = m
+			}
+			if groups {
+				after, err := gatherHistogram(podGroupAlgorithmMetric)
+				if err != nil {
+					tCtx.Errorf("quality of %s: %v", workload, err)
+					return
+				}
+				if p50, p99, ok := quantilesSince(before, after); ok {
+					metrics["podgroup-algorithm-p50-ms"], metrics["podgroup-algorithm-p99-ms"] = p50, p99
+				}
 			}
 			if err := writeQuality(qualityResult{Workload: workload, Scheduler: scheduler, Metrics: metrics}); err != nil {
 				tCtx.Errorf("quality of %s: %v", workload, err)
@@ -85,6 +104,9 @@ type streamPod struct {
 }
 
 func measure(tCtx ktesting.TContext, testCase string) (map[string]float64, error) {
+	if testCase == "NVL72Groups" {
+		return measureGroups(tCtx)
+	}
 	pods, err := tCtx.Client().CoreV1().Pods("test").List(tCtx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

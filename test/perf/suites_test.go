@@ -1,7 +1,9 @@
 package perf
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
+	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/test/integration/framework"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
@@ -25,9 +30,12 @@ import (
 type suite struct {
 	// name is the topic prefix of the data items.
 	name string
-	// upstreamDir is the directory under scheduler_perf/dra in the module
-	// cache holding the configuration ("." for dra itself); empty for
-	// our own suite in testdata.
+	// tree is upstream's scheduler_perf directory of the suite: "dra"
+	// (the default) or "podgroup".
+	tree string
+	// upstreamDir is the directory under scheduler_perf/<tree> in the
+	// module cache holding the configuration ("." for the tree itself);
+	// empty for our own suite in testdata.
 	upstreamDir string
 	// workloads to run per test case, by scale.
 	workloads map[string][]string
@@ -58,9 +66,19 @@ var suites = []suite{
 		fast:      map[string][]string{"ExtendedResource": {"fast"}},
 	},
 	{
+		name: "podgroup-tas", tree: "podgroup", upstreamDir: "tas",
+		workloads: map[string][]string{"TopologyAwareScheduling": {"100Nodes_10Gangs"}},
+		fast:      map[string][]string{"TopologyAwareScheduling": {"10Nodes_3Gangs"}},
+	},
+	{
+		name: "podgroup-gang", tree: "podgroup", upstreamDir: "gangscheduling",
+		workloads: map[string][]string{"GangScheduling": {"100Nodes_10Gangs"}},
+		fast:      map[string][]string{"GangScheduling": {"10Nodes_3Gangs"}},
+	},
+	{
 		name:      "gputopo",
-		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}},
-		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}},
+		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}, "NVL72Groups": {"8racks"}},
+		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}, "NVL72Groups": {"fast"}},
 		large:     map[string][]string{"GPUFleet": {"5000nodes"}},
 	},
 }
@@ -77,10 +95,12 @@ func workdir(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("locate k8s.io/kubernetes in the module cache: %v", err)
 	}
-	upstream := filepath.Join(strings.TrimSpace(string(out)), "test", "integration", "scheduler_perf", "dra")
 	dir := tb.TempDir()
-	if err := copyTree(upstream, filepath.Join(dir, "dra")); err != nil {
-		tb.Fatal(err)
+	for _, tree := range []string{"dra", "podgroup"} {
+		upstream := filepath.Join(strings.TrimSpace(string(out)), "test", "integration", "scheduler_perf", tree)
+		if err := copyTree(upstream, filepath.Join(dir, tree)); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	here, err := os.Getwd()
 	if err != nil {
@@ -124,7 +144,7 @@ func configFor(tb testing.TB, dir string, s suite, scheduler string, chosen map[
 	src := filepath.Join(dir, "gputopo", "gputopo-config.yaml")
 	runDir := filepath.Join(dir, "gputopo")
 	if s.upstreamDir != "" {
-		runDir = filepath.Join(dir, "dra", s.upstreamDir)
+		runDir = filepath.Join(dir, cmp.Or(s.tree, "dra"), s.upstreamDir)
 		src = filepath.Join(runDir, "performance-config.yaml")
 	}
 	raw, err := os.ReadFile(src)
@@ -193,12 +213,14 @@ func inDir(tb testing.TB, dir string, f func()) {
 // after the other in the same process. Run it through `make bench`
 // (-benchtime=1ns: each workload once).
 //
-// GPUTOPO_PERF_SUITES and GPUTOPO_PERF_SCHEDULERS (comma-separated)
-// narrow the run while profiling. GPUTOPO_PERF_SCALE=fast runs each test case's smallest workload instead
+// GPUTOPO_PERF_SUITES, GPUTOPO_PERF_CASES (test case names) and
+// GPUTOPO_PERF_SCHEDULERS (comma-separated) narrow the run while
+// profiling. GPUTOPO_PERF_SCALE=fast runs each test case's smallest workload instead
 // (`make bench-smoke`, in CI): the same code paths in about a minute;
 // GPUTOPO_PERF_SCALE=large the 5,000-node fleet (`make bench-large`).
 func BenchmarkPerfScheduling(b *testing.B) {
 	framework.StartEtcd(klog.Background(), b, false)
+	registerPodGroupMetrics(b)
 	dir := workdir(b)
 	// Workloads are chosen by name above, not by upstream's labels.
 	perf.PerfSchedulingLabelFilter = ""
@@ -214,6 +236,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			chosen = s.fast
 		case "large":
 			chosen = s.large
+		}
+		if cases := os.Getenv("GPUTOPO_PERF_CASES"); cases != "" {
+			chosen = maps.Clone(chosen)
+			maps.DeleteFunc(chosen, func(tc string, _ []string) bool { return !slices.Contains(strings.Split(cases, ","), tc) })
 		}
 		if len(chosen) == 0 {
 			continue
@@ -236,5 +262,22 @@ func BenchmarkPerfScheduling(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// registerPodGroupMetrics registers kube-scheduler's pod-group metrics
+// (scheduler_podgroup_*) for the process: the scheduler registers its
+// metrics once, and those only with GenericWorkload on, which the DRA
+// suites that run first leave off.
+func registerPodGroupMetrics(b *testing.B) {
+	b.Helper()
+	gate := utilfeature.DefaultMutableFeatureGate
+	was := gate.Enabled(features.GenericWorkload)
+	if err := gate.SetFromMap(map[string]bool{string(features.GenericWorkload): true}); err != nil {
+		b.Fatal(err)
+	}
+	schedulermetrics.Register()
+	if err := gate.SetFromMap(map[string]bool{string(features.GenericWorkload): was}); err != nil {
+		b.Fatal(err)
 	}
 }

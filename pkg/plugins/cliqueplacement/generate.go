@@ -57,7 +57,12 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if status != nil {
 		return nil, status
 	}
-	chosen := pl.bestFit(candidates)
+	chosen := candidates
+	if need > 0 {
+		// Groups without GPUs are tried everywhere, as the in-tree
+		// generator tries them: nothing tells which domain fits.
+		chosen = pl.bestFit(candidates)
+	}
 	g := &generated{free: make(map[string]int, len(chosen))}
 	placements := make([]*fwk.Placement, 0, len(chosen))
 	for _, d := range chosen {
