@@ -23,3 +23,10 @@ var DeviceClasses []byte
 //
 //go:embed scheduler/extended-resource/gpu-extended-resource.yaml
 var ExtendedResourcePatch []byte
+
+// PodGroupsFeatureGates is the patch of the pod-groups overlay
+// (manifests/pod-groups): the scheduler's --feature-gates argument for
+// pod groups.
+//
+//go:embed pod-groups/feature-gates.yaml
+var PodGroupsFeatureGates []byte

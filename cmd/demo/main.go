@@ -46,7 +46,7 @@ func parse(args []string) (flags, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	fs.StringVar(&f.scenario, "scenario", "default", `"default" (built-in fleet and workload, or --cluster/--workload files), "openb" (the openb production trace), "openb-table" (every openb trace, several seeds) or "churn" (jobs arriving and leaving, several seeds)`)
+	fs.StringVar(&f.scenario, "scenario", "default", `"default" (built-in fleet and workload, or --cluster/--workload files), "nvl72" (two GB200 NVL72 racks and training jobs as pod groups), "openb" (the openb production trace), "openb-table" (every openb trace, several seeds) or "churn" (jobs arriving and leaving, several seeds)`)
 	fs.StringVar(&f.cluster, "cluster", "", "fleet file (docs/demo.md); default: the built-in fleet")
 	fs.StringVar(&f.workload, "workload", "", "workload file (docs/demo.md); default: the built-in workload")
 	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
@@ -76,9 +76,9 @@ func parse(args []string) (flags, error) {
 		_ = klogFlags.Set("stderrthreshold", "FATAL")
 	}
 	switch f.scenario {
-	case "default", "openb", "openb-table", "churn":
+	case "default", "nvl72", "openb", "openb-table", "churn":
 	default:
-		return f, fmt.Errorf("--scenario=%q: want default, openb, openb-table or churn", f.scenario)
+		return f, fmt.Errorf("--scenario=%q: want default, nvl72, openb, openb-table or churn", f.scenario)
 	}
 	f.streams = strings.Split(*streams, ",")
 	if _, err := sim.ChurnStreamsNamed(f.streams); err != nil {

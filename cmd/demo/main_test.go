@@ -74,3 +74,42 @@ func TestDefaultScenario(t *testing.T) {
 		}
 	}
 }
+
+// --scenario=nvl72: pod groups through both profiles with the pod-group
+// gates; gputopo starts every job whole within one NVLink clique (the
+// in-tree generator's choice of rack is random, so only its report is
+// checked).
+func TestNVL72Scenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a control plane and runs the whole demo")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := run(ctx, []string{"--scenario=nvl72", "--out", out, "--quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary:\n%s", summary)
+	var started, inOne string
+	for _, line := range strings.Split(string(summary), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "pod groups started whole") && len(fields) >= 7:
+			started = strings.Join(fields[4:7], " ")
+		case strings.HasPrefix(line, "started groups in one NVLink clique") && len(fields) >= 9:
+			inOne = strings.Join(fields[6:9], " ")
+		}
+	}
+	if started != "8 of 8" || inOne != "8 of 8" {
+		t.Errorf("gputopo: %q groups started whole, %q in one clique; want 8 of 8 both", started, inOne)
+	}
+	for _, want := range []string{"Pod groups: started whole", "Racks at the end, gputopo", "Racks at the end, in-tree (first-fit)", "rack-a", "rack-b"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+}

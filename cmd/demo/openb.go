@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/openb"
 	"github.com/gputopo/gputopo/pkg/demo/replay"
@@ -39,7 +40,7 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 	// The workload is always inflated to 1.3x so a seed names the same
 	// order as the artifact's; only the prefix up to --until is submitted.
 	arrivals := openb.ArrivalsUntil(inflated, capacity, f.until)
-	cp, tmp, err := startControlPlane(ctx, say)
+	cp, tmp, err := startControlPlane(ctx, say, controlplane.Options{})
 	if err != nil {
 		return report.Report{}, err
 	}

@@ -114,13 +114,13 @@ func isTerminal(f *os.File) bool {
 }
 
 // startControlPlane boots the embedded control plane and the classes.
-func startControlPlane(ctx context.Context, say func(string)) (*controlplane.ControlPlane, string, error) {
+func startControlPlane(ctx context.Context, say func(string), o controlplane.Options) (*controlplane.ControlPlane, string, error) {
 	dir, err := os.MkdirTemp("", "gputopo-demo-")
 	if err != nil {
 		return nil, "", err
 	}
 	say("starting etcd, kube-apiserver, resourceclaim controller and scheduler in this process...")
-	cp, err := controlplane.Start(ctx, dir)
+	cp, err := controlplane.StartWith(ctx, dir, o)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, "", err
@@ -133,17 +133,31 @@ func startControlPlane(ctx context.Context, say func(string)) (*controlplane.Con
 	return cp, dir, nil
 }
 
-// workload is --workload's file, or the built-in workload.
+// workload is --workload's file, or the scenario's built-in workload.
 func workload(f flags) (replay.Workload, error) {
 	if f.workload != "" {
 		return replay.LoadWorkload(f.workload)
 	}
+	if f.scenario == "nvl72" {
+		return replay.ParseWorkload(scenarios.NVL72Workload, "built-in NVL72 workload")
+	}
 	return replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
 }
 
+// builtinCluster is the scenario's built-in fleet.
+func builtinCluster(f flags) (fleet.Cluster, error) {
+	if f.scenario == "nvl72" {
+		return fleet.ParseCluster(scenarios.NVL72Cluster, "built-in NVL72 fleet")
+	}
+	return fleet.ParseCluster(scenarios.DefaultCluster, "built-in fleet")
+}
+
+// defaultScenario replays a workload on a fleet (the built-in ones of
+// --scenario=default or nvl72, or --cluster/--workload files) through
+// both profiles; a workload with pod groups runs with their gates.
 func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cluster, err := fleet.ParseCluster(scenarios.DefaultCluster, "built-in fleet")
+	cluster, err := builtinCluster(f)
 	if f.cluster != "" {
 		cluster, err = fleet.LoadCluster(f.cluster)
 	}
@@ -154,7 +168,7 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	cp, dir, err := startControlPlane(ctx, say)
+	cp, dir, err := startControlPlane(ctx, say, controlplane.Options{PodGroups: w.HasGroups()})
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -191,6 +205,17 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 			return rep, err
 		}
 		rep.Schedulers = append(rep.Schedulers, r)
+	}
+	if w.HasGroups() {
+		tables, figures, err := replay.GroupTables(ctx, cp.Client, w, outs)
+		if err != nil {
+			return rep, err
+		}
+		rep.Tables = append(rep.Tables, tables...)
+		for i := range rep.Schedulers {
+			rep.Schedulers[i].Extra = append(rep.Schedulers[i].Extra, figures[i]...)
+		}
+		rep.Notes = append(rep.Notes, "Pod groups (scheduling.k8s.io/v1beta1) with the gates of manifests/pod-groups: gputopo-scheduler places them with GPUCliquePlacement (cliques from the GPUs' cliqueID), default-scheduler with the in-tree TopologyPlacementGenerator (cliques from the node label the agents write).")
 	}
 	return rep, nil
 }

@@ -14,12 +14,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -47,11 +49,23 @@ type ControlPlane struct {
 	stops      []func()
 }
 
+// Options of a control plane.
+type Options struct {
+	// PodGroups turns on the Workload API and the scheduler's gates for
+	// pod groups, as manifests/pod-groups does.
+	PodGroups bool
+}
+
 // Start runs etcd, kube-apiserver, the resourceclaim controller and the
 // scheduler (both profiles of manifests/scheduler/configmap.yaml:
 // default-scheduler with the in-tree DynamicResources plugin and
 // gputopo-scheduler). dir holds their state.
-func Start(ctx context.Context, dir string) (cp *ControlPlane, err error) {
+func Start(ctx context.Context, dir string) (*ControlPlane, error) {
+	return StartWith(ctx, dir, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir string, o Options) (cp *ControlPlane, err error) {
 	t := &tb{name: "gputopo-demo"}
 	ctx, cancel := context.WithCancel(ctx)
 	cp = &ControlPlane{tb: t, cancel: cancel}
@@ -74,8 +88,23 @@ func Start(ctx context.Context, dir string) (cp *ControlPlane, err error) {
 	t.Cleanup(stopEtcd)
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
+	runtimeConfig := "--runtime-config=resource.k8s.io/v1=true"
+	var schedulerFlags []string
+	if o.PodGroups {
+		// The API server runs in this process: it reads the process's
+		// gates, which the scheduler's flag sets too.
+		gates, err := PodGroupGates()
+		if err != nil {
+			return cp, err
+		}
+		if err := utilfeature.DefaultMutableFeatureGate.Set(strings.TrimPrefix(gates, "--feature-gates=")); err != nil {
+			return cp, fmt.Errorf("pod-group feature gates: %w", err)
+		}
+		runtimeConfig += ",scheduling.k8s.io/v1beta1=true"
+		schedulerFlags = append(schedulerFlags, gates)
+	}
 	server, err := kubeapiservertesting.StartTestServer(t, nil, []string{
-		"--runtime-config=resource.k8s.io/v1=true",
+		runtimeConfig,
 		// No service account or node lifecycle controllers run here.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 	}, storage)
@@ -98,7 +127,7 @@ func Start(ctx context.Context, dir string) (cp *ControlPlane, err error) {
 	}
 	cp.stops = append(cp.stops, stopClaims)
 
-	schedDone, err := startScheduler(ctx, dir, cp.Kubeconfig)
+	schedDone, err := startScheduler(ctx, dir, cp.Kubeconfig, schedulerFlags...)
 	if err != nil {
 		return cp, err
 	}
@@ -118,7 +147,17 @@ func (cp *ControlPlane) Stop() {
 	cp.tb.cleanup()
 }
 
-func startScheduler(ctx context.Context, dir, kubeconfig string) (chan struct{}, error) {
+// PodGroupGates is the --feature-gates argument manifests/pod-groups
+// gives the scheduler.
+func PodGroupGates() (string, error) {
+	var ops []struct{ Value string }
+	if err := yaml.Unmarshal(manifests.PodGroupsFeatureGates, &ops); err != nil || len(ops) != 1 || !strings.HasPrefix(ops[0].Value, "--feature-gates=") {
+		return "", fmt.Errorf("manifests/pod-groups/feature-gates.yaml: want one --feature-gates argument (%v)", err)
+	}
+	return ops[0].Value, nil
+}
+
+func startScheduler(ctx context.Context, dir, kubeconfig string, extraFlags ...string) (chan struct{}, error) {
 	var cm v1.ConfigMap
 	if err := yaml.Unmarshal(manifests.SchedulerConfigMap, &cm); err != nil {
 		return nil, fmt.Errorf("scheduler ConfigMap: %w", err)
@@ -144,7 +183,7 @@ func startScheduler(ctx context.Context, dir, kubeconfig string) (chan struct{},
 	for _, set := range opts.Flags.FlagSets {
 		fs.AddFlagSet(set)
 	}
-	if err := fs.Parse([]string{"--config=" + path, "--secure-port=0"}); err != nil {
+	if err := fs.Parse(append([]string{"--config=" + path, "--secure-port=0"}, extraFlags...)); err != nil {
 		return nil, err
 	}
 	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,9 +16,9 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/controlplane"
 )
 
 // Pod groups on GB200 NVL72 racks (2 racks x 18 trays x 4 GPUs per
@@ -30,15 +29,11 @@ import (
 // to the scheduler's Deployment.
 func podGroupGates(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../manifests/pod-groups/feature-gates.yaml")
+	gates, err := controlplane.PodGroupGates()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops []struct{ Value string }
-	if err := yaml.Unmarshal(raw, &ops); err != nil || len(ops) != 1 || !strings.HasPrefix(ops[0].Value, "--feature-gates=") {
-		t.Fatalf("manifests/pod-groups/feature-gates.yaml: want one --feature-gates argument, got %v (%v)", ops, err)
-	}
-	return ops[0].Value
+	return gates
 }
 
 // startPodGroupCluster: the API server with the gates and API group the

@@ -153,6 +153,9 @@ func startAgent(ctx context.Context, client kubernetes.Interface, n Node, rack, 
 	}
 	cfg := config.Default()
 	cfg.DefaultMode = n.Mode
+	// As manifests/nodeagent-clique-label: GB200 trays labeled with their
+	// clique, for the in-tree TopologyPlacementGenerator.
+	cfg.CliqueLabel = true
 	a, err := agent.Start(ctx, agent.Options{
 		NodeName: n.Name, Config: cfg, NVML: lib, KubeClient: client,
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,9 +137,30 @@ func (r *replayer) leave(ctx context.Context, step int) (bool, error) {
 				}
 				left = true
 			}
+			if g.Group != nil {
+				err := r.client.SchedulingV1beta1().PodGroups(t.Namespace()).Delete(ctx, g.Name, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return false, err
+				}
+			}
 		}
 	}
 	return left, nil
+}
+
+// podGroupFor is the PodGroup of a pods entry with a group: a gang of
+// minCount, within one domain of the topology key if one is given.
+func podGroupFor(t Target, g PodGroup) *schedulingv1beta1.PodGroup {
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace(), Name: g.Name},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(g.Group.MinCount)}}},
+	}
+	if g.Group.Topology != "" {
+		pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedulingv1beta1.TopologyConstraint{{Key: g.Group.Topology}}}
+	}
+	return pg
 }
 
 // arrive creates the pods whose group arrives at step, each in every
@@ -149,6 +171,13 @@ func (r *replayer) arrive(ctx context.Context, step int) error {
 			continue
 		}
 		tmpl := r.w.Templates[g.Template]
+		if g.Group != nil {
+			for _, t := range r.targets {
+				if _, err := r.client.SchedulingV1beta1().PodGroups(t.Namespace()).Create(ctx, podGroupFor(t, g), metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("create PodGroup %s/%s: %w", t.Namespace(), g.Name, err)
+				}
+			}
+		}
 		for k := range g.Count {
 			name := fmt.Sprintf("%s-%d", g.Name, k)
 			r.arrived += tmpl.GPUs
@@ -254,6 +283,9 @@ func podFor(t Target, name string, g PodGroup, tmpl ClaimTemplate, seq int, node
 	}
 	if nodeLabel != "" {
 		p.Spec.NodeSelector = map[string]string{nodeLabel: t.Copy}
+	}
+	if g.Group != nil {
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
 	}
 	return p
 }

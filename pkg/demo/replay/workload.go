@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -64,6 +65,30 @@ type PodGroup struct {
 	Arrive   int    `json:"arrive"`
 	// Leave is the step the pods leave at; 0 = they stay.
 	Leave int `json:"leave,omitempty"`
+	// Group makes the pods one PodGroup of the Workload API
+	// (scheduling.k8s.io/v1beta1): a gang that starts whole, optionally
+	// within one topology domain. The demo then runs its control plane
+	// with the gates of manifests/pod-groups.
+	Group *Gang `json:"group,omitempty"`
+}
+
+// Gang is the PodGroup of a pods entry.
+type Gang struct {
+	// MinCount of the pods must be placed together (default: count).
+	MinCount int `json:"minCount,omitempty"`
+	// Topology is a node label key whose value all the group's pods must
+	// share: nvidia.com/gpu.clique for one NVLink clique. Empty: none.
+	Topology string `json:"topology,omitempty"`
+}
+
+// HasGroups reports whether some pods form PodGroups.
+func (w Workload) HasGroups() bool {
+	for _, g := range w.Pods {
+		if g.Group != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadWorkload reads and checks a workload file.
@@ -125,9 +150,24 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		if g.Leave != 0 && g.Leave <= g.Arrive {
 			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, "must come after arrive"))
 		}
+		if gang := g.Group; gang != nil {
+			if gang.MinCount < 0 || gang.MinCount > g.Count {
+				errs = append(errs, field.Invalid(p.Child("group", "minCount"), gang.MinCount, fmt.Sprintf("must be in 1..count (%d); 0 means count", g.Count)))
+			}
+			for _, msg := range validation.IsQualifiedName(gang.Topology) {
+				if gang.Topology != "" {
+					errs = append(errs, field.Invalid(p.Child("group", "topology"), gang.Topology, msg))
+				}
+			}
+		}
 	}
 	if err := errs.ToAggregate(); err != nil {
 		return w, fmt.Errorf("%s: %w", source, err)
+	}
+	for i := range w.Pods {
+		if gang := w.Pods[i].Group; gang != nil && gang.MinCount == 0 {
+			gang.MinCount = w.Pods[i].Count
+		}
 	}
 	for name, t := range w.Templates {
 		if t.Count == 0 {

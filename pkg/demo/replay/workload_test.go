@@ -40,3 +40,44 @@ func TestHeldPercent(t *testing.T) {
 		t.Error("departs: wrong for a workload without or with a leaving group")
 	}
 }
+
+func TestParseWorkloadGroups(t *testing.T) {
+	ok := `steps: 2
+templates:
+  tray: {class: gpu.nvidia.com, count: 4}
+pods:
+- {name: a, template: tray, count: 9, arrive: 0, group: {topology: nvidia.com/gpu.clique}}
+- {name: b, template: tray, count: 4, arrive: 0, group: {minCount: 2}}
+- {name: c, template: tray, count: 1, arrive: 1}
+`
+	w, err := ParseWorkload([]byte(ok), "ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.HasGroups() || w.Pods[0].Group.MinCount != 9 || w.Pods[1].Group.MinCount != 2 || w.Pods[2].Group != nil {
+		t.Errorf("groups: %+v %+v %+v", w.Pods[0].Group, w.Pods[1].Group, w.Pods[2].Group)
+	}
+	for _, tc := range []struct{ group, want string }{
+		{"{minCount: 5}", "pods[0].group.minCount: Invalid value: 5: must be in 1..count (4)"},
+		{"{minCount: -1}", "pods[0].group.minCount: Invalid value: -1"},
+		{"{topology: 'bad key!'}", `pods[0].group.topology: Invalid value: "bad key!"`},
+		{"{size: 4}", `unknown field "size"`},
+	} {
+		bad := "steps: 1\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 4, arrive: 0, group: " + tc.group + "}\n"
+		if _, err := ParseWorkload([]byte(bad), "bad.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.group, err, tc.want)
+		}
+	}
+}
+
+func TestRackLabels(t *testing.T) {
+	if got := rackOf("gputopo", "gputopo-rack-a-17"); got != "rack-a" {
+		t.Errorf("rackOf = %q", got)
+	}
+	if got := shortClique("5fc03a36-dfbb-4802-b1c5-f9c877cb5670.1"); got != "5fc03a36….1" {
+		t.Errorf("shortClique = %q", got)
+	}
+	if got := byIndex("x-rack-2", "x-rack-10"); got >= 0 {
+		t.Errorf("byIndex: tray 2 after tray 10")
+	}
+}

@@ -17,3 +17,14 @@ var DefaultCluster []byte
 //
 //go:embed default-workload.yaml
 var DefaultWorkload []byte
+
+// NVL72Cluster is two GB200 NVL72 racks per scheduler.
+//
+//go:embed nvl72-cluster.yaml
+var NVL72Cluster []byte
+
+// NVL72Workload is training jobs as pod groups, each in one NVLink
+// clique, arriving and leaving (--scenario=nvl72).
+//
+//go:embed nvl72-workload.yaml
+var NVL72Workload []byte

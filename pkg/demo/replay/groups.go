@@ -1,0 +1,146 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/demo/report"
+)
+
+// GroupTables are, for a workload with pod groups, what each scheduler
+// did with every group (started whole or not, in how many cliques), a
+// map of every rack's trays with the group holding each, and figures for
+// the scheduler cards. Cliques come from the nodes' clique label, which
+// the demo's node agents write.
+func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, outs []*Outcome) ([]report.Table, [][]report.Figure, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	cliqueOf := map[string]string{}
+	traysOf := map[string][]string{} // clique -> nodes
+	for _, n := range nodes.Items {
+		if c := n.Labels[contract.LabelClique]; c != "" {
+			cliqueOf[n.Name] = c
+			traysOf[c] = append(traysOf[c], n.Name)
+		}
+	}
+	summary := report.Table{Caption: "Pod groups: started whole, and in how many NVLink cliques", Head: []string{"group", "pods"}}
+	for _, o := range outs {
+		summary.Head = append(summary.Head, o.Target.Name)
+	}
+	figures := make([][]report.Figure, len(outs))
+	served := make([]int, len(outs))
+	inOne := make([]int, len(outs))
+	groups := 0
+	for _, g := range w.Pods {
+		if g.Group == nil {
+			continue
+		}
+		groups++
+		row := []string{g.Name, fmt.Sprint(g.Count)}
+		for i, o := range outs {
+			bound, cliques := 0, map[string]bool{}
+			for _, p := range o.Pods {
+				if p.Group == g.Name && p.Node != "" {
+					bound++
+					cliques[cliqueOf[p.Node]] = true
+				}
+			}
+			switch {
+			case bound < g.Group.MinCount:
+				row = append(row, "waited")
+			case len(cliques) == 1:
+				served[i]++
+				inOne[i]++
+				row = append(row, "started, 1 clique")
+			default:
+				served[i]++
+				row = append(row, fmt.Sprintf("started, %d cliques", len(cliques)))
+			}
+		}
+		summary.Rows = append(summary.Rows, row)
+	}
+	for i := range outs {
+		figures[i] = []report.Figure{
+			{Label: "pod groups started whole", Value: float64(served[i]), Unit: fmt.Sprintf("of %d", groups)},
+			{Label: "started groups in one NVLink clique", Value: float64(inOne[i]), Unit: fmt.Sprintf("of %d", served[i])},
+		}
+	}
+	tables := []report.Table{summary}
+	for _, o := range outs {
+		tables = append(tables, rackMap(o, traysOf))
+	}
+	return tables, figures, nil
+}
+
+// rackMap draws each of the target's racks as a row of its trays, each
+// tray marked with the group whose pod holds it at the end ("·" free).
+func rackMap(o *Outcome, traysOf map[string][]string) report.Table {
+	holder := map[string]string{}
+	for _, p := range o.Pods {
+		if p.Node != "" && !p.Left {
+			holder[p.Node] = p.Group
+		}
+	}
+	t := report.Table{Caption: "Racks at the end, " + o.Target.Name + ": each tray marked with the group holding it", Head: []string{"rack", "clique", "trays"}}
+	var cliques []string
+	for c, trays := range traysOf {
+		if slices.ContainsFunc(trays, func(n string) bool { return strings.HasPrefix(n, o.Target.Copy+"-") }) {
+			cliques = append(cliques, c)
+		}
+	}
+	slices.Sort(cliques)
+	for _, c := range cliques {
+		trays := slices.Clone(traysOf[c])
+		slices.SortFunc(trays, byIndex)
+		marks := make([]string, len(trays))
+		for i, n := range trays {
+			marks[i] = "·"
+			if g := holder[n]; g != "" {
+				marks[i] = g
+			}
+		}
+		t.Rows = append(t.Rows, []string{rackOf(o.Target.Copy, trays[0]), shortClique(c), strings.Join(marks, " ")})
+	}
+	return t
+}
+
+// byIndex orders node names by their numeric suffix (tray 2 before tray
+// 10), then by name.
+func byIndex(a, b string) int {
+	index := func(s string) int {
+		n, _ := strconv.Atoi(s[strings.LastIndex(s, "-")+1:])
+		return n
+	}
+	if c := cmp.Compare(index(a), index(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// rackOf is the fleet file's node name of a tray: <copy>-<name>-<i>.
+func rackOf(copyName, node string) string {
+	name := strings.TrimPrefix(node, copyName+"-")
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// shortClique shortens NVIDIA's <ClusterUUID>.<CliqueId> for the table.
+func shortClique(c string) string {
+	uuid, id, ok := strings.Cut(c, ".")
+	if !ok || len(uuid) <= 8 {
+		return c
+	}
+	return uuid[:8] + "…." + id
+}
