@@ -2,12 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -393,4 +395,58 @@ func TestNodeAgentCliqueLabel(t *testing.T) {
 			t.Errorf("agent of tray-0 changing %s: %v, want a denial by the admission policy", what, err)
 		}
 	}
+}
+
+// A claim that the pods of a group share (here one GPU for the whole
+// group) is allocated once, in the group's cycle, and reserved for every
+// pod of it; the in-tree plugin on the same API server state, in the same
+// scheduler process, does the same.
+func TestPodGroupSharedClaim(t *testing.T) {
+	c := startPodGroupCluster(t)
+	c.deviceClasses()
+	profiles := map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
+	for who, sched := range profiles {
+		ns, node := "shared-"+who, who+"-0"
+		c.node(node, map[string]string{"fleet": who})
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "group-gpu"},
+			Spec:       gpuTemplate(ns, "x", contract.ClassGPU, 1).Spec.Spec,
+		}
+		c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, pairNode(node), claim)
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
+			Spec:       schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}},
+		}
+		if _, err := c.client.SchedulingV1beta1().PodGroups(ns).Create(c.ctx, pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			p := podWithTemplate(ns, fmt.Sprintf("p-%d", i), "unused", sched)
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To("group-gpu")}}
+			p.Spec.NodeSelector = map[string]string{"fleet": who}
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+			c.create(p)
+		}
+	}
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	for who := range profiles {
+		ns := "shared-" + who
+		pods := c.waitScheduled(ns, "p-0", "p-1")
+		claim, err := c.client.ResourceV1().ResourceClaims(ns).Get(c.ctx, "group-gpu", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reserved []string
+		for _, r := range claim.Status.ReservedFor {
+			reserved = append(reserved, r.Name)
+		}
+		slices.Sort(reserved)
+		if claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 || !slices.Equal(reserved, []string{"p-0", "p-1"}) {
+			t.Errorf("%s: claim allocation %v, reserved for %v; want one GPU reserved for p-0 and p-1", who, claim.Status.Allocation, reserved)
+		}
+		if pods["p-0"].Spec.NodeName != pods["p-1"].Spec.NodeName {
+			t.Errorf("%s: the pods sharing the claim run on %s and %s", who, pods["p-0"].Spec.NodeName, pods["p-1"].Spec.NodeName)
+		}
+	}
+	c.checkNoDoubleBooking()
 }

@@ -65,6 +65,18 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 			}
 			continue
 		}
+		// Allocated in flight by another pod of this pod-group cycle: use
+		// that allocation (podgroup.go).
+		shared, err := pl.sharedPending(cs, claim)
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		if shared != nil {
+			if err := s.useShared(i, shared); err != nil {
+				return nil, fwk.AsStatus(fmt.Errorf("resourceclaim %s: %w", klog.KObj(claim), err))
+			}
+			continue
+		}
 		// As upstream: wait for the other pod's allocation to be written.
 		// Unresolvable, so that preemption does not evict pods for it.
 		if pl.draManager.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
@@ -278,6 +290,9 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 	s.mu.Unlock()
 	for _, i := range unavailable {
 		claim := s.claims[i]
+		if claim.Status.Allocation == nil {
+			continue // allocated in flight by another pod of its group, not written
+		}
 		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
 			claim = claim.DeepCopy()
 			claim.Status.ReservedFor = nil

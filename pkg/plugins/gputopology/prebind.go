@@ -3,12 +3,14 @@ package gputopology
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,6 +51,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 			names = append(names, s.claims[i].Name)
 		}
 	}
+	maps.Copy(allocationOf, s.shared)
 	note := func(extendedName string) string {
 		if res == nil {
 			return ""
@@ -124,6 +127,10 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 		if claim.DeletionTimestamp != nil {
 			return fmt.Errorf("resourceclaim %s got deleted in the meantime", klog.KObj(claim))
 		}
+		if allocation != nil && claim.Status.Allocation != nil && sameDevices(claim.Status.Allocation, allocation) {
+			// Written by another pod of the group sharing the claim.
+			allocation = nil
+		}
 		if allocation != nil {
 			if claim.Status.Allocation != nil {
 				return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
@@ -163,6 +170,11 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 	}
 	logger.V(5).Info("Claim allocated and reserved", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	return claim, nil
+}
+
+// sameDevices: two allocations of the same devices on the same nodes.
+func sameDevices(a, b *resourceapi.AllocationResult) bool {
+	return apiequality.Semantic.DeepEqual(a.Devices.Results, b.Devices.Results) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
 }
 
 // podClaimFor finds the pod's entry that names the claim.

@@ -25,6 +25,9 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if s.measureOnly {
 		return nil
 	}
+	if err := pl.reserveShared(ctx, pod, s); err != nil {
+		return fwk.AsStatus(err)
+	}
 	claims := s.toAllocateClaims()
 	if v := s.extendedClaimOn(nodeName); v != nil {
 		claims = append(claims, v.claim)
@@ -51,6 +54,33 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "node", nodeName, "allocation", klog.Format(claim.Status.Allocation))
 	}
+	// Later pods of a pod-group cycle may share these allocations.
+	g, err := groupOf(cs, true)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if g != nil {
+		for _, claim := range s.toAllocateClaims() {
+			g.pending[claim.UID] = true
+		}
+	}
+	return nil
+}
+
+// reserveShared takes a share of the in-flight allocations of the claims
+// the pod shares with an earlier pod of its group (podgroup.go).
+func (pl *GPUTopology) reserveShared(ctx context.Context, pod *v1.Pod, s *stateData) error {
+	for i, alloc := range s.shared {
+		claim := s.claims[i].DeepCopy()
+		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		}
+		claim.Status.Allocation = alloc
+		if err := pl.draManager.ResourceClaims().SignalClaimPendingAllocation(claim.UID, claim); err != nil {
+			return fmt.Errorf("share in-flight allocation of resourceclaim %s: %w", klog.KObj(claim), err)
+		}
+		klog.FromContext(ctx).V(5).Info("Shared in-flight allocation of the pod's group", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	}
 	return nil
 }
 
@@ -61,9 +91,13 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 		return
 	}
 	logger := klog.FromContext(ctx)
+	g, _ := groupOf(cs, false)
 	for _, claim := range s.claims {
 		if pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, false) {
 			pl.draManager.ResourceClaims().AssumedClaimRestore(claim.Namespace, claim.Name)
+			if g != nil {
+				delete(g.pending, claim.UID)
+			}
 			logger.V(5).Info("Released in-flight allocation", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 		}
 		if claim.Status.Allocation != nil && resourceclaim.IsReservedForPod(pod, claim, false) {

@@ -27,6 +27,9 @@ type stateData struct {
 	// availableOn is, per claim, the node selector of an existing
 	// allocation (nil when not allocated or usable anywhere).
 	availableOn []*nodeaffinity.NodeSelector
+	// shared: claims allocated in flight by another pod of the same
+	// pod-group cycle (podgroup.go), by index, with that allocation.
+	shared map[int]*resourceapi.AllocationResult
 	// session is the engine's allocation problem for this pod, nil when
 	// every claim is already allocated.
 	session *allocator.Session
