@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gputopo/gputopo/pkg/inspect"
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// As kubectl: the API server's warnings (deprecated APIs) as plain
+	// "Warning:" lines on stderr, each once.
+	cfg.WarningHandler = restclient.NewWarningWriter(os.Stderr, restclient.WarningWriterOptions{Deduplicate: true})
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

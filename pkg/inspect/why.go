@@ -31,6 +31,9 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 		fmt.Fprintf(&b, "pod %s/%s is pending (scheduler %s)\n", namespace, name, pod.Spec.SchedulerName)
 		writeReasons(&b, pod)
 	}
+	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		writeGroup(ctx, client, &b, pod, *g.PodGroupName)
+	}
 	for _, claimName := range claimNames(pod) {
 		claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
 		if err != nil {

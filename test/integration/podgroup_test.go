@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -332,8 +333,18 @@ func TestPodGroupsBadInputAndRestart(t *testing.T) {
 			t.Errorf("pod %s of a waiting group is bound to %q or holds %v", p, pod.Spec.NodeName, held[p])
 		}
 	}
-	for _, g := range []string{"huge", "short"} {
-		t.Logf("PodGroup %s: %s; pod: %s", g, c.groupCondition(ns, g), c.schedulingMessage(ns, g+"-0"))
+	// kubectl gputopo why, as the read-only viewer, says why each waits.
+	viewer := c.serviceAccountKubeconfig("gputopo-system", "gputopo-viewer", "../../manifests/kubectl")
+	for pod, want := range map[string]string{
+		"short-0": "waiting for 1 more pod(s) of the group to exist before the scheduler tries it",
+		"huge-0":  "PodGroupInitiallyScheduled=False (Unschedulable): the pod group needs at least 80 free GPUs in one nvidia.com/gpu.clique domain",
+		"split-0": "select different nvidia.com/gpu.clique values",
+	} {
+		out, err := exec.CommandContext(c.ctx, kubectlBinary, "why", pod, "-n", ns, "--kubeconfig", viewer).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("kubectl gputopo why %s: %v\n%s\nwant %q", pod, err, out, want)
+		}
+		t.Logf("kubectl gputopo why %s:\n%s", pod, out)
 	}
 	c.checkNoDoubleBooking()
 }
