@@ -2,38 +2,50 @@ package cliqueplacement
 
 import (
 	"context"
+	"math"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 )
 
-// linkStepsPerGPU: a free GPU left behind in a broken clique weighs as
-// much as this many link-class steps below the best of the group's
-// claims, so that fit decides and links break ties.
-const linkStepsPerGPU = 16
+// The raw score is a penalty in tenths of link-class steps. A free GPU
+// left behind in a broken clique weighs as much as linkStepsPerGPU steps
+// below the best links of the group's claims, so that fit decides and
+// links break ties; a GPU's worth of fragmentation of shared GPUs or of
+// MIG placeability lost weighs fragmentationSteps.
+const (
+	linkStepsPerGPU    = 16
+	fragmentationSteps = 4
+	// migGPU is a whole A100/H100's MIG placeability (7g: 7 squared).
+	migGPU = 49
+)
 
 // ScorePlacement rates a feasible placement: the fewer of its clique's
 // free GPUs the group leaves behind, the better (whole cliques stay free
 // for the groups that need them); then the fewer link-class steps its
-// multi-GPU claims lost against the best their nodes offered. Raw scores
+// multi-GPU claims lost against the best their nodes offered, and the
+// less its shares and MIG partitions fragmented their GPUs. Raw scores
 // are at most 0; NormalizePlacementScore maps them onto [0, MaxScore].
 func (pl *CliquePlacement) ScorePlacement(_ context.Context, state fwk.PlacementCycleState, pg fwk.PodGroupInfo, a *fwk.PodGroupAssignments) (int64, *fwk.Status) {
 	free, ok := freeBefore(state, a.Placement)
 	if !ok {
 		return 0, nil // not one of ours (the parent placement)
 	}
-	used, steps := 0, 0
+	used, penalty := 0, 0.0
 	for _, pa := range a.ProposedAssignments {
-		if q, ok := gputopology.NodeQuality(pa.GetCycleState(), pa.GetNodeName()); ok {
-			used += q.Request.GPUs
-			steps += q.LinkSteps
+		q, ok := gputopology.NodeQuality(pa.GetCycleState(), pa.GetNodeName())
+		if !ok {
+			used += pl.podGPUs(pa.GetPod())
 			continue
 		}
-		used += pl.podGPUs(pa.GetPod())
+		used += q.Request.GPUs
+		penalty += float64(q.LinkSteps)
+		penalty += fragmentationSteps * max(q.Fragmentation-q.FragmentationBefore, 0)
+		penalty += fragmentationSteps * max(q.MIGPlaceableBefore-q.MIGPlaceable, 0) / migGPU
 	}
-	left := max(free-used, 0)
-	return -int64(left*linkStepsPerGPU + steps), nil
+	penalty += float64(linkStepsPerGPU * max(free-used, 0))
+	return -int64(math.Round(10 * penalty)), nil
 }
 
 func freeBefore(state fwk.PlacementCycleState, p *fwk.Placement) (int, bool) {
