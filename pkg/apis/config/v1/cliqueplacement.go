@@ -12,7 +12,7 @@ import (
 // CliquePlacementKind is the kind of GPUCliquePlacementArgs.
 const CliquePlacementKind = "GPUCliquePlacementArgs"
 
-// DefaultMaxPlacements: four best-fit cliques leave room for a clique
+// DefaultMaxPlacements is four: best-fit cliques leave room for a clique
 // whose CPU, memory or devices the estimate did not see, at four trials
 // of the group at most.
 const DefaultMaxPlacements = 4
