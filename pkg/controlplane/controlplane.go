@@ -52,7 +52,9 @@ type ControlPlane struct {
 // Options of a control plane.
 type Options struct {
 	// PodGroups turns on the Workload API and the scheduler's gates for
-	// pod groups, as manifests/pod-groups does.
+	// pod groups, as manifests/pod-groups does. The gates are the
+	// process's and kube-scheduler reads some once per process: only the
+	// process's first control plane may ask for them.
 	PodGroups bool
 }
 

@@ -2,6 +2,7 @@ package cliqueplacement
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -12,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -27,14 +29,14 @@ type domain struct {
 
 // wholeGPUs reads every node's whole GPUs, free ones and clique from the
 // scheduler's shared DRA state (allocated and in-flight claims).
-func (pl *CliquePlacement) wholeGPUs() (map[string]*topology.NodeGPUs, error) {
+func (pl *CliquePlacement) wholeGPUs(ctx context.Context) (map[string]*topology.NodeGPUs, error) {
 	slices, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	state, err := pl.draManager.ResourceClaims().GatherAllocatedState()
+	state, err := gputopology.GatherAllocatedState(ctx, pl.draManager)
 	if err != nil {
-		return nil, fmt.Errorf("allocated devices: %w", err)
+		return nil, err
 	}
 	shared := make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
 	for id := range state.AllocatedSharedDeviceIDs {

@@ -43,7 +43,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	gpus, err := pl.wholeGPUs()
+	gpus, err := pl.wholeGPUs(ctx)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -188,13 +188,20 @@ func sameSlices[T comparable](a, b []T) bool {
 }
 
 // allocatedState reads the ledger (allocated claims plus in-flight
-// allocations), retrying while the claim tracker reports a concurrent
-// change.
+// allocations).
 func (pl *GPUTopology) allocatedState(ctx context.Context) (*allocator.AllocatedState, error) {
+	return GatherAllocatedState(ctx, pl.draManager)
+}
+
+// GatherAllocatedState reads the scheduler's shared ledger of allocated
+// and in-flight devices, retrying for up to 5s while the claim tracker
+// reports a concurrent change (it does whenever a claim changes during
+// the read), so that a busy cluster does not fail a scheduling cycle.
+func GatherAllocatedState(ctx context.Context, m fwk.SharedDRAManager) (*allocator.AllocatedState, error) {
 	var lastErr error
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		s, err := pl.draManager.ResourceClaims().GatherAllocatedState()
+		s, err := m.ResourceClaims().GatherAllocatedState()
 		if err == nil && s != nil {
 			return s, nil
 		}
