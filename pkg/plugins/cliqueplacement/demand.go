@@ -13,15 +13,18 @@ import (
 // groupNeed is a lower bound of the whole GPUs a group still needs to
 // be placeable: the smallest demands of as many pods as the group must
 // still place (its gang's minCount less the pods already scheduled, at
-// least one).
+// least one). A claim several of its pods share is counted for none of
+// them: which of them takes it is not known, and counting it per pod
+// would overstate the need.
 func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) int {
 	pods := pg.GetUnscheduledPods()
 	if len(pods) == 0 {
 		return 0
 	}
+	shared := sharedClaims(pods)
 	demands := make([]int, len(pods))
 	for i, p := range pods {
-		demands[i] = pl.podGPUs(p)
+		demands[i] = pl.podGPUs(p, shared)
 	}
 	slices.Sort(demands)
 	k := 1
@@ -35,20 +38,48 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) int {
 	return need
 }
 
+// sharedClaims are the names of the claims two or more of the pods use.
+func sharedClaims(pods []*v1.Pod) map[string]bool {
+	users := map[string]int{}
+	for _, p := range pods {
+		for _, name := range claimNames(p) {
+			users[name]++
+		}
+	}
+	shared := map[string]bool{}
+	for name, n := range users {
+		if n > 1 {
+			shared[name] = true
+		}
+	}
+	return shared
+}
+
+// claimNames are the names of the pod's claims that exist.
+func claimNames(pod *v1.Pod) []string {
+	var out []string
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil {
+			out = append(out, *name)
+		}
+	}
+	return out
+}
+
 // podGPUs is a lower bound of the whole GPUs a pod still needs: the
 // counts of its unallocated claims' requests of a GPU class (the
 // smallest alternative of a firstAvailable request, nothing when one of
 // them is of another class), and its extended resources that a GPU class
-// serves. What the plugin cannot read counts as nothing, so that an
-// estimate never hides a clique that could hold the group.
-func (pl *CliquePlacement) podGPUs(pod *v1.Pod) int {
+// serves. Claims named in skip, and what the plugin cannot read, count
+// as nothing, so that an estimate never hides a clique that could hold
+// the group.
+func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool) int {
 	n := 0
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
+	for _, name := range claimNames(pod) {
+		if skip[name] {
 			continue
 		}
-		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, *name)
+		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name)
 		if err != nil || claim.Status.Allocation != nil {
 			continue
 		}

@@ -70,7 +70,9 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		placements = append(placements, &fwk.Placement{Name: d.name, Nodes: d.nodes})
 	}
 	state.Write(stateKey, g)
-	logger.V(4).Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need, "candidates", len(candidates), "proposed", names(chosen))
+	if v := logger.V(4); v.Enabled() {
+		v.Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need, "candidates", len(candidates), "proposed", names(chosen))
+	}
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
 }
 

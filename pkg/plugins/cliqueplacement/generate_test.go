@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/apis/config"
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -208,5 +209,19 @@ func TestNormalizePlacementScore(t *testing.T) {
 				t.Errorf("normalized (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestSharedClaims(t *testing.T) {
+	withClaims := func(name string, claims ...string) *v1.Pod {
+		p := pod(name, nil)
+		for _, c := range claims {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
+		}
+		return p
+	}
+	got := sharedClaims([]*v1.Pod{withClaims("a", "own-a", "channel"), withClaims("b", "own-b", "channel"), withClaims("c", "own-c")})
+	if diff := cmp.Diff(map[string]bool{"channel": true}, got); diff != "" {
+		t.Errorf("sharedClaims (-want +got):\n%s", diff)
 	}
 }

@@ -60,7 +60,7 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	if g != nil {
-		for _, claim := range s.toAllocateClaims() {
+		for _, claim := range claims[:len(s.toAllocate)] { // not the extended-resource claim
 			g.pending[claim.UID] = true
 		}
 	}
