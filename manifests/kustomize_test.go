@@ -29,6 +29,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"nodeagent-clique-label", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"kubectl", []string{"ClusterRole", "ServiceAccount", "ClusterRoleBinding"}, 0},
+		{"grafana", []string{"ConfigMap"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
 		{"examples/pods", []string{"Pod"}, 0},
 	}

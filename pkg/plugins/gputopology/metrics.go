@@ -46,6 +46,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(allocationDuration, linkClassTotal, fragmentationDelta, migPlaceabilityLoss)
+		legacyregistry.CustomMustRegister(fleetMetrics)
 	})
 }
 
