@@ -1,0 +1,36 @@
+{{/* Labels of every object: the manifests' part-of label plus Helm's. */}}
+{{- define "gputopo.labels" -}}
+app.kubernetes.io/part-of: gputopo
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* image renders repository:tag, the tag defaulting to appVersion. */}}
+{{- define "gputopo.image" -}}
+{{- $tag := .image.tag | default .root.Chart.AppVersion -}}
+{{- printf "%s:%s" .image.repository $tag -}}
+{{- end }}
+
+{{/* The service account user names the admission policies match. */}}
+{{- define "gputopo.schedulerUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:gputopo-scheduler
+{{- end }}
+{{- define "gputopo.nodeAgentUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:gputopo-nodeagent
+{{- end }}
+
+{{/* featureGates: the scheduler's --feature-gates value, sorted. */}}
+{{- define "gputopo.featureGates" -}}
+{{- $gates := deepCopy .Values.scheduler.featureGates -}}
+{{- if .Values.podGroups.enabled -}}
+{{- $_ := set $gates "GenericWorkload" true -}}
+{{- $_ := set $gates "TopologyAwareWorkloadScheduling" true -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $name := keys $gates | sortAlpha -}}
+{{- $out = append $out (printf "%s=%v" $name (get $gates $name)) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end }}

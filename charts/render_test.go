@@ -1,0 +1,163 @@
+package charts
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func renderValues(t *testing.T, namespace, values string) map[string]map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Render("gputopo", namespace, v)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return objectsOf(t, "chart", ms)
+}
+
+// Bad values fail at `helm install`/`helm template` with the field named,
+// before anything reaches the cluster.
+func TestBadValues(t *testing.T) {
+	tests := []struct{ values, want string }{
+		{`mode: primary`, "/mode"},
+		{`nodeagent: {enabled: false}`, "nodeagent"},
+		{`scheduler: {replicas: 0}`, "/scheduler/replicas"},
+		{`scheduler: {weights: {GPUTopology: 0}}`, "/scheduler/weights/GPUTopology"},
+		{`scheduler: {featureGates: {GenericWorkload: "yes"}}`, "/scheduler/featureGates/GenericWorkload"},
+		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},
+		{`nodeAgent: {config: {driverName: gpu.example.com}}`, "/nodeAgent/config/driverName"},
+		{`podGroups: true`, "/podGroups"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.values, func(t *testing.T) {
+			var v map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &v); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Render("gputopo", "gputopo-system", v)
+			if err == nil {
+				t.Fatalf("rendered; want an error naming %s", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// Installed into another namespace, every namespaced object, every
+// subject and both admission policies' user names follow it.
+func TestOtherNamespace(t *testing.T) {
+	objs := renderValues(t, "gpu-sched", "mode: second-scheduler\nnodeAgent: {cliqueLabel: true}")
+	for key, obj := range objs {
+		y, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(y)
+		if strings.Contains(s, "gputopo-system") {
+			t.Errorf("%s still names gputopo-system:\n%s", key, s)
+		}
+	}
+	for _, want := range []string{
+		"RoleBinding kube-system/gputopo-scheduler-authentication-reader",
+		"Deployment gpu-sched/gputopo-scheduler",
+		"DaemonSet gpu-sched/gputopo-nodeagent",
+	} {
+		if objs[want] == nil {
+			t.Errorf("no %s", want)
+		}
+	}
+	for key, user := range map[string]string{
+		"ValidatingAdmissionPolicy <nil>/gputopo-nodeagent-own-node-slices":       "system:serviceaccount:gpu-sched:gputopo-nodeagent",
+		"ValidatingAdmissionPolicy <nil>/gputopo-nodeagent-own-node-clique-label": "system:serviceaccount:gpu-sched:gputopo-nodeagent",
+		"ValidatingAdmissionPolicy <nil>/gputopo-device-partition":                "system:serviceaccount:gpu-sched:gputopo-scheduler",
+	} {
+		y, _ := yaml.Marshal(objs[key])
+		if !strings.Contains(string(y), user) {
+			t.Errorf("%s does not match user %s:\n%s", key, user, y)
+		}
+	}
+	cfg, _ := yaml.Marshal(objs["ConfigMap gpu-sched/gputopo-scheduler-config"]["data"])
+	if !strings.Contains(string(cfg), "resourceNamespace: gpu-sched") {
+		t.Errorf("leader election not in the release's namespace:\n%s", cfg)
+	}
+}
+
+// Profile args, gates and images come from the values.
+func TestValuesReachTheObjects(t *testing.T) {
+	objs := renderValues(t, "gputopo-system", `
+podGroups: {enabled: true}
+scheduler:
+  featureGates: {DRAPartitionableDevices: false}
+  image: {repository: registry.example.com/sched, tag: v9, pullPolicy: Always}
+  logLevel: 4
+  gpuTopologyArgs: {hostPressure: 0.5, searchBudget: 500}
+  gpuCliquePlacementArgs: {maxPlacements: 8}
+nodeAgent:
+  image: {repository: registry.example.com/agent}
+  config: {driverName: gpu.nvidia.com, defaultMode: shared}
+`)
+	y, _ := yaml.Marshal(objs["Deployment gputopo-system/gputopo-scheduler"])
+	for _, want := range []string{
+		"--feature-gates=DRAPartitionableDevices=false,GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		"image: registry.example.com/sched:v9", "imagePullPolicy: Always", "--v=4",
+	} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("Deployment lacks %q:\n%s", want, y)
+		}
+	}
+	cfg := objs["ConfigMap gputopo-system/gputopo-scheduler-config"]["data"].(map[string]any)["scheduler-config.yaml"]
+	y, _ = yaml.Marshal(cfg)
+	for _, want := range []string{"hostPressure: 0.5", "searchBudget: 500", "kind: GPUCliquePlacementArgs", "maxPlacements: 8", "filterTimeout: 10s"} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("scheduler configuration lacks %q:\n%s", want, y)
+		}
+	}
+	y, _ = yaml.Marshal(objs["DaemonSet gputopo-system/gputopo-nodeagent"])
+	if !strings.Contains(string(y), "image: registry.example.com/agent:"+appVersion(t)) {
+		t.Errorf("DaemonSet image is not the repository at the chart's appVersion:\n%s", y)
+	}
+	agent := objs["ConfigMap gputopo-system/gputopo-nodeagent"]["data"].(map[string]any)["nodeagent.yaml"]
+	if y, _ := yaml.Marshal(agent); !strings.Contains(string(y), "defaultMode: shared") || !strings.Contains(string(y), "recoverAfter: 5m") {
+		t.Errorf("node agent configuration does not merge the values with the defaults:\n%s", y)
+	}
+}
+
+// The images' tag is the release version (../VERSION).
+func TestAppVersionIsTheRelease(t *testing.T) {
+	raw, err := os.ReadFile("../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := appVersion(t), strings.TrimSpace(string(raw)); got != want {
+		t.Errorf("Chart.yaml appVersion %s, VERSION %s", got, want)
+	}
+}
+
+func appVersion(t *testing.T) string {
+	t.Helper()
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Metadata.AppVersion
+}
+
+func TestNotes(t *testing.T) {
+	notes, err := Notes("gputopo", "gputopo-system", map[string]any{"podGroups": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"schedulerName: gputopo-scheduler", "--runtime-config=scheduling.k8s.io/v1beta1=true", "kubectl gputopo nodes"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+}
