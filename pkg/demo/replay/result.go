@@ -5,67 +5,13 @@ import (
 	"fmt"
 	"sort"
 
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
-	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/report"
-	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+	"github.com/gputopo/gputopo/pkg/inspect"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
-
-// device is one published device as the report needs it.
-type device struct {
-	gpu      topology.GPU
-	physical string  // uuid of the GPU it lives on
-	share    float64 // of its GPU a device takes whole (MIG: resources.PartitionShare)
-	shared   bool
-}
-
-// fleetView indexes the slices of one copy of the fleet.
-type fleetView struct {
-	devices map[string]device     // pool/device
-	nodes   map[string][]gpuEntry // node -> whole GPUs in order
-	shapes  map[string]string
-}
-
-type gpuEntry struct{ uuid, domain string }
-
-func viewOf(slices []resourceapi.ResourceSlice, nodes map[string]string) fleetView {
-	v := fleetView{devices: map[string]device{}, nodes: map[string][]gpuEntry{}, shapes: nodes}
-	counterSets := map[string]map[string]resourceapi.CounterSet{} // pool -> set name -> set
-	for _, s := range slices {
-		for _, cs := range s.Spec.SharedCounters {
-			if counterSets[s.Spec.Pool.Name] == nil {
-				counterSets[s.Spec.Pool.Name] = map[string]resourceapi.CounterSet{}
-			}
-			counterSets[s.Spec.Pool.Name][cs.Name] = cs
-		}
-	}
-	for _, s := range slices {
-		node := ptr.Deref(s.Spec.NodeName, "")
-		if _, ok := nodes[node]; !ok {
-			continue
-		}
-		for _, d := range s.Spec.Devices {
-			g := topology.Describe(s.Spec.Driver, node, d.Attributes)
-			dev := device{gpu: g, physical: g.Physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
-			if g.Partition {
-				dev.share = resources.PartitionShare(&d, counterSets[s.Spec.Pool.Name])
-			} else {
-				domain := g.NVLinkDomain
-				if domain == "" {
-					domain = "pcie"
-				}
-				v.nodes[node] = append(v.nodes[node], gpuEntry{g.Physical, domain})
-			}
-			v.devices[s.Spec.Pool.Name+"/"+d.Name] = dev
-		}
-	}
-	return v
-}
 
 // Result turns an outcome into the report's figures. nodes maps the
 // copy's node names to their shape.
@@ -78,7 +24,7 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 	if err != nil {
 		return report.Result{}, err
 	}
-	v := viewOf(slices.Items, nodes)
+	v := inspect.NewFleetView(slices.Items, nodes)
 	r := report.Result{Name: out.Target.Name, Duration: out.Duration, LinkClasses: map[string]int{}, Pending: map[string]int{}}
 	for _, c := range topology.LinkClasses() {
 		r.LinkClassOrder = append(r.LinkClassOrder, c.String())
@@ -103,7 +49,8 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 		if len(p.Devices) >= 2 && (p.Bound || p.Left) {
 			var set []topology.GPU
 			for _, d := range p.Devices {
-				set = append(set, v.devices[d].gpu)
+				g, _ := v.GPU(d)
+				set = append(set, g)
 			}
 			r.LinkClasses[topology.WorstPair(set).String()]++
 		}
@@ -117,7 +64,7 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 	if n := len(out.Curve); n > 0 {
 		r.UnallocatedGPUPercent = out.Curve[n-1].UnallocatedPercent
 	}
-	r.Nodes = occupancy(v, claims.Items)
+	r.Nodes = v.Occupancy(claims.Items)
 	kinds := make([]string, 0, len(served))
 	for k := range served {
 		kinds = append(kinds, k)
@@ -153,50 +100,4 @@ func heldPercent(curve []Point) float64 {
 		sum += 100 - p.UnallocatedPercent
 	}
 	return sum / float64(len(curve))
-}
-
-// occupancy is each GPU's used share at the end: whole devices count 1,
-// MIG partitions their memory slices, shares their compute percentage.
-func occupancy(v fleetView, claims []resourceapi.ResourceClaim) []report.NodeUse {
-	used := map[string]float64{} // GPU uuid
-	for _, c := range claims {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, res := range c.Status.Allocation.Devices.Results {
-			d, ok := v.devices[res.Pool+"/"+res.Device]
-			if !ok {
-				continue
-			}
-			share := d.share
-			if d.shared {
-				share = 0.1 // the request policy's default compute share
-				if q, ok := res.ConsumedCapacity[contract.CapacityCompute]; ok {
-					share = float64(q.Value()) / 100
-				}
-			}
-			used[d.physical] += share
-		}
-	}
-	names := make([]string, 0, len(v.nodes))
-	for n := range v.nodes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []report.NodeUse
-	for _, n := range names {
-		nu := report.NodeUse{Name: n, Shape: v.shapes[n]}
-		index := map[string]int{}
-		for _, g := range v.nodes[n] {
-			i, ok := index[g.domain]
-			if !ok {
-				i = len(nu.Domains)
-				index[g.domain] = i
-				nu.Domains = append(nu.Domains, report.DomainUse{Name: g.domain})
-			}
-			nu.Domains[i].GPUs = append(nu.Domains[i].GPUs, min(1, used[g.uuid]))
-		}
-		out = append(out, nu)
-	}
-	return out
 }

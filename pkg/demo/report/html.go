@@ -41,6 +41,7 @@ type page struct {
 	Published               []published
 	Curve, Zoom             lineChart
 	HasZoom                 bool
+	HasCurve                bool // a run with a workload; a live cluster's report has none
 	Occupancy               occupancyChart
 	LinkClasses             barChart
 	Schedulers              []column
@@ -89,6 +90,7 @@ func WriteHTML(w io.Writer, r Report) error {
 	// Zoom only when a run got well past the zoom's start: otherwise there
 	// is nothing near 100% arrived to enlarge.
 	for _, s := range r.Schedulers {
+		p.HasCurve = p.HasCurve || len(s.Curve) > 0
 		for _, pt := range s.Curve {
 			if pt.ArrivedPercent >= zoomFrom+10 {
 				p.HasZoom = true
