@@ -106,7 +106,7 @@ nodeAgent:
 `)
 	y, _ := yaml.Marshal(objs["Deployment gputopo-system/gputopo-scheduler"])
 	for _, want := range []string{
-		"--feature-gates=DRAPartitionableDevices=false,GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		"--feature-gates=DRAPartitionableDevices=false,DRAWorkloadResourceClaims=true,GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 		"image: registry.example.com/sched:v9", "imagePullPolicy: Always", "--v=4",
 	} {
 		if !strings.Contains(string(y), want) {

@@ -47,6 +47,7 @@ func startPodGroupCluster(t *testing.T) *cluster {
 	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
 		features.GenericWorkload:                 true,
 		features.TopologyAwareWorkloadScheduling: true,
+		features.DRAWorkloadResourceClaims:       true,
 	})
 	return startCluster(t, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 }

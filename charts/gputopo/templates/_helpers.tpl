@@ -25,6 +25,7 @@ system:serviceaccount:{{ .Release.Namespace }}:gputopo-nodeagent
 {{- define "gputopo.featureGates" -}}
 {{- $gates := deepCopy .Values.scheduler.featureGates -}}
 {{- if .Values.podGroups.enabled -}}
+{{- $_ := set $gates "DRAWorkloadResourceClaims" true -}}
 {{- $_ := set $gates "GenericWorkload" true -}}
 {{- $_ := set $gates "TopologyAwareWorkloadScheduling" true -}}
 {{- end -}}

@@ -37,9 +37,9 @@ func (pl *GPUTopology) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, err
 			return nil, fmt.Errorf("resourceclaim %s/%s is being deleted", claim.Namespace, claim.Name)
 		}
 		if mustCheckOwner {
-			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
-				if owner := podGroupOwner(claim); owner != "" {
-					return nil, fmt.Errorf("resourceclaim %s/%s belongs to PodGroup %s (DRAWorkloadResourceClaims): GPUTopology does not allocate pod-group claims yet; schedule the group with a profile that runs the in-tree DynamicResources plugin", claim.Namespace, claim.Name, owner)
+			if err := resourceclaim.IsForPod(pod, claim, pl.workloadClaims()); err != nil {
+				if owner := podGroupOwner(claim); owner != "" && !pl.workloadClaims() {
+					return nil, fmt.Errorf("resourceclaim %s/%s belongs to PodGroup %s: the scheduler runs without the DRAWorkloadResourceClaims feature gate, which pod-group claims need", claim.Namespace, claim.Name, owner)
 				}
 				return nil, err
 			}

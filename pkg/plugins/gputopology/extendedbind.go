@@ -37,7 +37,7 @@ func (pl *GPUTopology) bindExtendedClaim(ctx context.Context, pod *v1.Pod, v *ex
 	s.mu.Lock()
 	s.ext.created = created
 	s.mu.Unlock()
-	bound, err := pl.bindClaim(ctx, pod, created, allocation, note(created.Name))
+	bound, err := pl.bindClaim(ctx, pod, created, podBinding(pod), allocation, note(created.Name))
 	if err != nil {
 		return nil, err
 	}

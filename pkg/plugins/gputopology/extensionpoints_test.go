@@ -35,20 +35,27 @@ func TestPreEnqueue(t *testing.T) {
 	groupPod := st.MakePod().Name("p").Namespace(ns).UID("uid-pod-p").
 		PodResourceClaims(v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To("gpus")}).Obj()
 	groupPod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("train-gpus")}}
+	groupPod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+	otherGroupPod := groupPod.DeepCopy()
+	otherGroupPod.Spec.SchedulingGroup.PodGroupName = ptr.To("eval")
 	for _, tc := range []struct {
-		name string
-		pod  *v1.Pod
-		code fwk.Code
-		msg  string
+		name           string
+		pod            *v1.Pod
+		workloadClaims bool // DRAWorkloadResourceClaims
+		code           fwk.Code
+		msg            string
 	}{
-		{"no claims", podWithClaims("p"), fwk.Success, ""},
-		{"claim exists", podWithClaims("p", "c"), fwk.Success, ""},
-		{"claim not created yet", podWithClaims("p", "missing"), fwk.UnschedulableAndUnresolvable, "resourceclaim default/missing"},
-		{"claim being deleted", podWithClaims("p", "deleting"), fwk.UnschedulableAndUnresolvable, "is being deleted"},
-		{"pod-group claim", groupPod, fwk.UnschedulableAndUnresolvable, "resourceclaim default/train-gpus belongs to PodGroup train (DRAWorkloadResourceClaims): GPUTopology does not allocate pod-group claims yet"},
+		{"no claims", podWithClaims("p"), false, fwk.Success, ""},
+		{"claim exists", podWithClaims("p", "c"), false, fwk.Success, ""},
+		{"claim not created yet", podWithClaims("p", "missing"), false, fwk.UnschedulableAndUnresolvable, "resourceclaim default/missing"},
+		{"claim being deleted", podWithClaims("p", "deleting"), false, fwk.UnschedulableAndUnresolvable, "is being deleted"},
+		{"pod-group claim, gate off", groupPod, false, fwk.UnschedulableAndUnresolvable, "resourceclaim default/train-gpus belongs to PodGroup train: the scheduler runs without the DRAWorkloadResourceClaims feature gate"},
+		{"pod-group claim", groupPod, true, fwk.Success, ""},
+		{"another group's claim", otherGroupPod, true, fwk.UnschedulableAndUnresolvable, "train-gpus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Obj(), deleting, groupClaim}})
+			env.pl.fts.EnableDRAWorkloadResourceClaims = tc.workloadClaims
 			wantStatus(t, "PreEnqueue", env.pl.PreEnqueue(env.tCtx, tc.pod), tc.code, tc.msg)
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -41,19 +42,29 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	bindTo, err := pl.claimBindings(pod, claims)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
 	s := &stateData{
 		claims:      claims,
+		bindTo:      bindTo,
 		ext:         ext,
 		availableOn: make([]*nodeaffinity.NodeSelector, len(claims)),
 		results:     make(map[string]*allocator.Result),
 		variants:    make(map[string]*extendedVariant),
 	}
 	cs.Write(stateKey, s)
+	if g, err := groupOf(cs, true); err != nil {
+		return nil, fwk.AsStatus(err)
+	} else if g != nil {
+		g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = s
+	}
 
 	var toAllocate []*resourceapi.ResourceClaim
 	for i, claim := range claims {
 		if claim.Status.Allocation != nil {
-			if !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, false) {
+			if !resourceclaim.CanBeReserved(claim) && !pl.reservedFor(pod, claim) {
 				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s is in use by %d other consumers, the maximum", klog.KObj(claim), len(claim.Status.ReservedFor)))
 			}
 			if ns := claim.Status.Allocation.NodeSelector; ns != nil {
@@ -282,6 +293,14 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	_, status := pl.deallocatePodClaims(ctx, pod, s)
+	return nil, status
+}
+
+// deallocatePodClaims frees one claim of the pod that no node can use
+// where it is allocated and that nobody else holds, or deletes the pod's
+// stale extended-resource claim; found reports whether there was one.
+func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *stateData) (found bool, status *fwk.Status) {
 	s.mu.Lock()
 	unavailable := make([]int, 0, len(s.unavailable))
 	for i := range s.unavailable {
@@ -300,16 +319,16 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 			claim.Status.Devices = nil
 			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 			if _, err := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-				return nil, fwk.AsStatus(fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err))
+				return true, fwk.AsStatus(fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err))
 			}
-			return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 		}
 	}
 	if s.ext != nil && s.ext.stale() {
 		if err := pl.deleteClaim(ctx, s.ext.claim); err != nil {
-			return nil, fwk.AsStatus(fmt.Errorf("delete resourceclaim %s left from an earlier attempt: %w", klog.KObj(s.ext.claim), err))
+			return true, fwk.AsStatus(fmt.Errorf("delete resourceclaim %s left from an earlier attempt: %w", klog.KObj(s.ext.claim), err))
 		}
-		return nil, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
+		return true, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable)
+	return false, fwk.NewStatus(fwk.Unschedulable)
 }

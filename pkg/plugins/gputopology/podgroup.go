@@ -23,6 +23,8 @@ import (
 // in-flight allocation one of its pods made.
 type groupState struct {
 	pending map[types.UID]bool
+	// pods: each pod's state of its latest trial, for PodGroupPostFilter.
+	pods map[types.NamespacedName]*stateData
 }
 
 // Clone shares the state: a group's cycle is synchronous.
@@ -40,7 +42,7 @@ func groupOf(cs fwk.CycleState, create bool) (*groupState, error) {
 		if !create {
 			return nil, nil
 		}
-		g := &groupState{pending: map[types.UID]bool{}}
+		g := &groupState{pending: map[types.UID]bool{}, pods: map[types.NamespacedName]*stateData{}}
 		pg.Write(stateKey, g)
 		return g, nil
 	}

@@ -64,14 +64,14 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	// In flight under these UIDs until written.
 	var written []types.UID
 	for i, claim := range s.claims {
-		if resourceclaim.IsReservedForPod(pod, claim, false) {
+		if pl.reservedFor(pod, claim) {
 			continue
 		}
 		var why string
 		if allocationOf[i] != nil {
 			why = note("")
 		}
-		updated, err := pl.bindClaim(ctx, pod, claim, allocationOf[i], why)
+		updated, err := pl.bindClaim(ctx, pod, claim, s.bindTo[i], allocationOf[i], why)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
@@ -106,16 +106,14 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 // scheduled pod, which costs throughput on a busy API server.
 const PlacementAnnotation = contract.PlacementAnnotation
 
-func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, note string) (*resourceapi.ResourceClaim, error) {
+// bindClaim writes the allocation (when the pod's cycle made it) and the
+// reservation binding (the pod, or its PodGroup) into the claim.
+func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resourceapi.ResourceClaim, binding resourceapi.ResourceClaimConsumerReference, allocation *resourceapi.AllocationResult, note string) (*resourceapi.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
-	binding, err := resourceclaim.BindTo(pod, nil, podClaimFor(pod, claim))
-	if err != nil {
-		return nil, err
-	}
 	claims := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	refresh := false
 	claim = claim.DeepCopy()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if refresh {
 			latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
 			if err != nil {
@@ -153,6 +151,10 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			if claim.Status.Allocation.AllocationTimestamp == nil {
 				claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
 			}
+		}
+		if allocation == nil && slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == binding.UID }) {
+			// Reserved for the pod's PodGroup by another pod of it.
+			return nil
 		}
 		claim.Status.ReservedFor = append(claim.Status.ReservedFor, binding)
 		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})

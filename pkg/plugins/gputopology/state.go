@@ -19,6 +19,9 @@ const stateKey fwk.StateKey = Name
 type stateData struct {
 	// claims of the pod, in pod.spec.resourceClaims order.
 	claims []*resourceapi.ResourceClaim
+	// bindTo: per claim, the reservedFor entry PreBind writes (the pod,
+	// or its PodGroup: groupclaims.go).
+	bindTo []resourceapi.ResourceClaimConsumerReference
 	// ext: the pod's DRA extended resources and their claim; nil when
 	// it asks for none.
 	ext *extendedState
