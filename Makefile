@@ -95,3 +95,53 @@ bench-engine:
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench BenchmarkFilterAllNodes -benchtime 50x -benchmem ./pkg/allocator | tee $(OUT)/bench-engine.txt
 	$(GO) run ./hack/benchratio < $(OUT)/bench-engine.txt
+
+# Release binaries and images. VERSION (the file) is the one source of the
+# version: stamped into --version, the images' tag and the manifests' and
+# the chart's image references (checked by manifests/version_test.go).
+VERSION ?= $(shell cat VERSION)
+REGISTRY ?= ghcr.io/gputopo
+SCHEDULER_IMAGE ?= $(REGISTRY)/gputopo-scheduler:$(VERSION)
+NODEAGENT_IMAGE ?= $(REGISTRY)/nodeagent:$(VERSION)
+CONTAINER_TOOL ?= docker
+# The last commit's time: the images' timestamps (BuildKit reads the build
+# argument) and the binaries' modification time in them.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Extra flags for $(CONTAINER_TOOL) build, e.g. --platform, --push, or
+# --output type=docker,rewrite-timestamp=true for bit-identical layers.
+IMAGE_BUILD_FLAGS ?=
+BIN_DIR ?= $(OUT)/bin
+# Reproducible: no paths, VCS state or build IDs in the binaries, so the
+# same commit and Go toolchain give the same bytes.
+GO_BUILD_FLAGS = -trimpath -buildvcs=false -ldflags '-s -w -buildid= -X github.com/gputopo/gputopo/pkg/version.Version=$(VERSION)'
+
+.PHONY: build build-gputopo-scheduler build-gputopo-nodeagent build-kubectl-gputopo image image-scheduler image-nodeagent
+
+## build: the release binaries in $(BIN_DIR), stamped with VERSION and
+## built as in the images (no Docker needed): gputopo-scheduler static,
+## gputopo-nodeagent with cgo (go-nvml's NVML bindings are cgo and dlopen
+## libnvidia-ml, so it links glibc), kubectl-gputopo likewise for now.
+build: build-gputopo-scheduler build-gputopo-nodeagent build-kubectl-gputopo
+
+build-gputopo-scheduler:
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/gputopo-scheduler ./cmd/scheduler
+
+build-gputopo-nodeagent:
+	CGO_ENABLED=1 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/gputopo-nodeagent ./cmd/nodeagent
+
+# cgo: pkg/inspect imports pkg/nodeagent/resources (PartitionShare), which
+# imports go-nvml's cgo package nvml; the plugin never calls NVML, and
+# builds static again once that import goes.
+build-kubectl-gputopo:
+	CGO_ENABLED=1 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/kubectl-gputopo ./cmd/kubectl-gputopo
+
+## image: both images from the Dockerfile with $(CONTAINER_TOOL), tagged
+## $(SCHEDULER_IMAGE) and $(NODEAGENT_IMAGE) (REGISTRY and VERSION
+## override; IMAGE_BUILD_FLAGS adds flags, e.g. --push).
+image: image-scheduler image-nodeagent
+
+image-scheduler:
+	$(CONTAINER_TOOL) build --target scheduler --build-arg VERSION=$(VERSION) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGE_BUILD_FLAGS) -t $(SCHEDULER_IMAGE) .
+
+image-nodeagent:
+	$(CONTAINER_TOOL) build --target nodeagent --build-arg VERSION=$(VERSION) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGE_BUILD_FLAGS) -t $(NODEAGENT_IMAGE) .

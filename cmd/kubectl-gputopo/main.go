@@ -19,15 +19,18 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gputopo/gputopo/pkg/inspect"
+	"github.com/gputopo/gputopo/pkg/version"
 )
 
 const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME]
        kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]
+       kubectl gputopo version
 
   nodes   each node's devices grouped by NVLink domain and clique, with the
           claims (and their pods) that hold them
   why     where a pod stands: bound with which devices and why, or pending
-          with the scheduler's reasons, and what its claims ask for`
+          with the scheduler's reasons, and what its claims ask for
+  version the plugin's version (also --version)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,6 +42,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	if printVersion(args, out) {
+		return nil
+	}
 	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why") {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
@@ -75,4 +81,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return inspect.Why(ctx, client, *namespace, pod, out)
 	}
 	return inspect.Nodes(ctx, client, *node, out)
+}
+
+// printVersion prints the plugin's version for "version", "--version" or
+// "-version" as the first argument, and reports whether it did.
+func printVersion(args []string, out io.Writer) bool {
+	if len(args) == 0 || (args[0] != "version" && args[0] != "--version" && args[0] != "-version") {
+		return false
+	}
+	fmt.Fprintln(out, version.Line("kubectl-gputopo"))
+	return true
 }

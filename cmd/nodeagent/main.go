@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path"
@@ -24,7 +25,11 @@ import (
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/version"
 )
+
+// stdout receives --version's line (a variable for the test).
+var stdout io.Writer = os.Stdout
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,6 +46,7 @@ type flags struct {
 	pluginDir, registrarDir, cdiDir, sysRoot     string
 	mock                                         mocknvml.Options
 	probe                                        time.Duration
+	version                                      bool
 }
 
 func parse(args []string) (flags, error) {
@@ -58,8 +64,12 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&f.sysRoot, "sysfs-root", "/", "root under which /sys is found, for PCIe roots")
 	fs.DurationVar(&f.probe, "health-probe-interval", 5*time.Second, "how often GPUs are probed")
+	fs.BoolVar(&f.version, "version", false, "print the version and quit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
+	}
+	if f.version {
+		return f, nil
 	}
 	if f.nodeName == "" {
 		return f, errors.New("--node-name (or $NODE_NAME) is required")
@@ -71,6 +81,10 @@ func parse(args []string) (flags, error) {
 func run(ctx context.Context, args []string) error {
 	f, err := parse(args)
 	if err != nil {
+		return err
+	}
+	if f.version {
+		_, err := fmt.Fprintln(stdout, version.Line("gputopo-nodeagent"))
 		return err
 	}
 	cfg, err := config.Load(f.configPath)

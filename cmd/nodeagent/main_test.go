@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gputopo/gputopo/pkg/version"
 )
 
 // Errors a platform engineer meets first say what to fix.
@@ -48,4 +50,20 @@ func writeConfig(t *testing.T, dir, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// --version needs no node name, configuration, NVML or cluster.
+func TestVersion(t *testing.T) {
+	var b strings.Builder
+	stdout = &b
+	defer func() { stdout = os.Stdout }()
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"--nvml", "cuda", "--version"}} {
+		b.Reset()
+		if err := run(context.Background(), args); err != nil {
+			t.Errorf("run %v: %v", args, err)
+		}
+		if got, want := b.String(), "gputopo-nodeagent "+version.Get()+" ("; !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("run %v printed %q, want one line starting %q", args, got, want)
+		}
+	}
 }

@@ -4,10 +4,17 @@
 // client-go and version metrics, registered by the same imports as
 // cmd/kube-scheduler); a KubeSchedulerConfiguration enables the plugins in
 // a profile (see manifests/scheduler).
+//
+// --version prints gputopo's version (and the Kubernetes release it is
+// built on) instead of kube-scheduler's; see versionRequest.
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
@@ -16,8 +23,67 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/gputopo/gputopo/pkg/plugins/registry"
+	"github.com/gputopo/gputopo/pkg/version"
 )
 
+const program = "gputopo-scheduler"
+
 func main() {
-	os.Exit(cli.Run(app.NewSchedulerCommand(registry.SchedulerOptions()...)))
+	if printVersion(os.Stdout, versionRequest(os.Args[1:])) {
+		os.Exit(0)
+	}
+	cmd := app.NewSchedulerCommand(registry.SchedulerOptions()...)
+	if f := cmd.Flags().Lookup("version"); f != nil {
+		f.Usage = "--version prints gputopo's version and the Kubernetes release it is built on, and quits; --version=raw adds the build information (module versions, build settings); --version=vX.Y.Z sets the Kubernetes version reported, as in kube-scheduler"
+	}
+	os.Exit(cli.Run(cmd))
+}
+
+// versionRequest is what the command line's --version asks gputopo to
+// print: "true" for --version or --version=true, "raw" for --version=raw,
+// and "" when there is none, it is false, or it is kube-scheduler's
+// --version=vX.Y.Z (which sets the reported Kubernetes version and does
+// not quit), all left to kube-scheduler. The last --version wins, as in
+// flag parsing; arguments after "--" are not flags.
+//
+// kube-scheduler's own --version (component-base's verflag) would print
+// the Kubernetes library's version, unstamped in gputopo's builds; the
+// arguments are read here, before the cobra command parses them.
+func versionRequest(args []string) string {
+	req := ""
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--version" {
+			req = "true"
+			continue
+		}
+		v, ok := strings.CutPrefix(a, "--version=")
+		if !ok {
+			continue
+		}
+		switch b, err := strconv.ParseBool(v); {
+		case v == "raw":
+			req = "raw"
+		case err == nil && b:
+			req = "true"
+		default:
+			req = ""
+		}
+	}
+	return req
+}
+
+// printVersion prints what req asks for and reports whether it printed.
+func printVersion(w io.Writer, req string) bool {
+	switch req {
+	case "true":
+		fmt.Fprintln(w, version.Line(program))
+	case "raw":
+		fmt.Fprint(w, version.Raw(program))
+	default:
+		return false
+	}
+	return true
 }

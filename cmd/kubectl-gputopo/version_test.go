@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/pkg/version"
+)
+
+// version needs no kubeconfig or cluster.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var b strings.Builder
+		if err := run(context.Background(), args, &b); err != nil {
+			t.Errorf("run %v: %v", args, err)
+		}
+		if got, want := b.String(), "kubectl-gputopo "+version.Get()+" ("; !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("run %v printed %q, want one line starting %q", args, got, want)
+		}
+	}
+	if err := run(context.Background(), []string{"versions"}, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "kubectl gputopo version") {
+		t.Errorf("run [versions]: %v, want the usage naming version", err)
+	}
+}
