@@ -120,7 +120,7 @@ GO_BUILD_FLAGS = -trimpath -buildvcs=false -ldflags '-s -w -buildid= -X github.c
 ## build: the release binaries in $(BIN_DIR), stamped with VERSION and
 ## built as in the images (no Docker needed): gputopo-scheduler static,
 ## gputopo-nodeagent with cgo (go-nvml's NVML bindings are cgo and dlopen
-## libnvidia-ml, so it links glibc), kubectl-gputopo likewise for now.
+## libnvidia-ml, so it links glibc), kubectl-gputopo static.
 build: build-gputopo-scheduler build-gputopo-nodeagent build-kubectl-gputopo
 
 build-gputopo-scheduler:
@@ -129,11 +129,8 @@ build-gputopo-scheduler:
 build-gputopo-nodeagent:
 	CGO_ENABLED=1 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/gputopo-nodeagent ./cmd/nodeagent
 
-# cgo: pkg/inspect imports pkg/nodeagent/resources (PartitionShare), which
-# imports go-nvml's cgo package nvml; the plugin never calls NVML, and
-# builds static again once that import goes.
 build-kubectl-gputopo:
-	CGO_ENABLED=1 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/kubectl-gputopo ./cmd/kubectl-gputopo
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/kubectl-gputopo ./cmd/kubectl-gputopo
 
 ## image: both images from the Dockerfile with $(CONTAINER_TOOL), tagged
 ## $(SCHEDULER_IMAGE) and $(NODEAGENT_IMAGE) (REGISTRY and VERSION

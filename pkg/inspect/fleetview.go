@@ -8,7 +8,6 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/report"
-	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -24,7 +23,7 @@ type FleetView struct {
 type viewDevice struct {
 	gpu      topology.GPU
 	physical string  // uuid of the GPU it lives on
-	share    float64 // of its GPU a device takes whole (MIG: resources.PartitionShare)
+	share    float64 // of its GPU a device takes whole (MIG: topology.PartitionShare)
 	shared   bool
 }
 
@@ -56,7 +55,7 @@ func NewFleetView(published []resourceapi.ResourceSlice, shapes map[string]strin
 			g := topology.Describe(s.Spec.Driver, node, d.Attributes)
 			dev := viewDevice{gpu: g, physical: g.Physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
 			if g.Partition {
-				dev.share = resources.PartitionShare(&d, counterSets[s.Spec.Pool.Name])
+				dev.share = topology.PartitionShare(&d, counterSets[s.Spec.Pool.Name])
 			} else {
 				domain := g.NVLinkDomain
 				if domain == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 func discover(t *testing.T, shape mocknvml.Shape, o mocknvml.Options) []discovery.GPU {
@@ -343,14 +344,14 @@ func TestPartitionShare(t *testing.T) {
 			continue
 		}
 		delete(want, d.Name)
-		if got := resources.PartitionShare(d, sets); got != w {
+		if got := topology.PartitionShare(d, sets); got != w {
 			t.Errorf("%s: share %v, want %v", d.Name, got, w)
 		}
 	}
 	if len(want) > 0 {
 		t.Errorf("devices not published: %v", want)
 	}
-	if got := resources.PartitionShare(&resourceapi.Device{Name: "plain"}, nil); got != 1 {
+	if got := topology.PartitionShare(&resourceapi.Device{Name: "plain"}, nil); got != 1 {
 		t.Errorf("device without counters: share %v, want 1", got)
 	}
 }
