@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -24,12 +25,16 @@ import (
 
 const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME]
        kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]
+       kubectl gputopo report [--out FILE] [--kubeconfig FILE] [--context NAME]
        kubectl gputopo version
 
   nodes   each node's devices grouped by NVLink domain and clique, with the
           claims (and their pods) that hold them
   why     where a pod stands: bound with which devices and why, or pending
           with the scheduler's reasons, and what its claims ask for
+  report  an HTML page of the cluster as it is now: GPU occupancy by node
+          and NVLink domain, link classes of claims, fragmentation, and the
+          pending pods with their reasons (--out FILE, default stdout)
   version the plugin's version (also --version)`
 
 func main() {
@@ -45,12 +50,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if printVersion(args, out) {
 		return nil
 	}
-	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why") {
+	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why" && args[0] != "report") {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	node := fs.String("node", "", "nodes: only this node")
 	namespace := fs.String("n", "default", "why: the pod's namespace")
+	outFile := fs.String("out", "", "report: write the HTML page to this file (default: stdout)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	var pod string
@@ -77,10 +83,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if args[0] == "why" {
+	switch args[0] {
+	case "why":
 		return inspect.Why(ctx, client, *namespace, pod, out)
+	case "report":
+		return writeReport(ctx, client, cfg.Host, *outFile, out)
 	}
 	return inspect.Nodes(ctx, client, *node, out)
+}
+
+// writeReport writes the live cluster's HTML report to file, or to out
+// when file is empty; a file is written whole or not at all.
+func writeReport(ctx context.Context, client kubernetes.Interface, server, file string, out io.Writer) error {
+	var page strings.Builder
+	if err := inspect.WriteLiveReport(ctx, client, "GPUs of the cluster at "+server, time.Now(), &page); err != nil {
+		return err
+	}
+	if file == "" {
+		_, err := io.WriteString(out, page.String())
+		return err
+	}
+	if err := os.WriteFile(file, []byte(page.String()), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(out, "wrote %s\n", file)
+	return nil
 }
 
 // printVersion prints the plugin's version for "version", "--version" or

@@ -141,5 +141,24 @@ func TestHelmInstall(t *testing.T) {
 	if lines := strings.Count(string(out), "\n"); lines != 1+8 {
 		t.Errorf("kubectl gputopo nodes: %d lines, want a head and one per GPU", lines)
 	}
+
+	// kubectl gputopo report, under the same role: the cluster's page,
+	// with a pod that cannot fit pending and its reasons.
+	c.create(gpuTemplate(ns, "nine-gpus", agentDriver, 9), podWithTemplate(ns, "huge", "nine-gpus", "gputopo-scheduler"))
+	c.waitFor("huge refused", 30*time.Second, func() (bool, error) { return c.schedulingMessage(ns, "huge") != "", nil })
+	page := filepath.Join(t.TempDir(), "fleet.html")
+	out, err = exec.CommandContext(c.ctx, kubectlBinary, "report", "--out", page, "--kubeconfig", viewer).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl gputopo report: %v\n%s", err, out)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tray-0", "tray-1", "Fleet fragmentation", "default/huge", "cannot allocate all claims", "GPUs free</td><td>5"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("kubectl gputopo report lacks %q", want)
+		}
+	}
 	scheduler.stop(syscall.SIGTERM)
 }
