@@ -230,8 +230,9 @@ func pendingPods(pods []v1.Pod) []pendingPod {
 var leadingCount = regexp.MustCompile(`^\d+ `)
 
 // reasonsOf splits a PodScheduled message into its clauses, without their
-// node counts and the preemption note, so that pods with the same reasons
-// count together.
+// node counts, per-node details in parentheses and the preemption note,
+// so that pods with the same reasons count together (the pending pods'
+// table keeps the whole message).
 func reasonsOf(reason, msg string) []string {
 	_, rest, ok := strings.Cut(msg, ": ")
 	if !ok {
@@ -240,7 +241,7 @@ func reasonsOf(reason, msg string) []string {
 	rest, _, _ = strings.Cut(rest, " preemption: ")
 	var out []string
 	for _, clause := range clauses(strings.TrimSuffix(rest, ".")) {
-		clause = strings.TrimSuffix(leadingCount.ReplaceAllString(clause, ""), ".")
+		clause = strings.TrimSuffix(leadingCount.ReplaceAllString(withoutParentheses(clause), ""), ".")
 		if clause != "" && !slices.Contains(out, clause) {
 			out = append(out, clause)
 		}
@@ -265,4 +266,26 @@ func pendingTable(pods []pendingPod) report.Table {
 		t.Rows = append(t.Rows, []string{"none", "", ""})
 	}
 	return t
+}
+
+// withoutParentheses drops the parenthesized parts of a clause that
+// follow a space: the per-node details of gputopo's reasons ("(claim a,
+// request r: needs 9, 4 match, 1 free)"), not the "(s)" of "node(s)".
+func withoutParentheses(s string) string {
+	var b strings.Builder
+	depth := 0
+	prev := ' '
+	for _, r := range s {
+		after := prev
+		prev = r
+		switch {
+		case r == '(' && (depth > 0 || after == ' '):
+			depth++
+		case r == ')' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
 }

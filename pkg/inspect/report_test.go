@@ -52,7 +52,7 @@ func TestLiveReport(t *testing.T) {
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train"}, Spec: v1.PodSpec{NodeName: "a"}, Status: v1.PodStatus{Phase: v1.PodRunning}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "done"}, Spec: v1.PodSpec{NodeName: "a"}, Status: v1.PodStatus{Phase: v1.PodSucceeded}},
 			podPending("ml", "big", "gputopo-scheduler", "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."),
-			podPending("ml", "bigger", "gputopo-scheduler", "0/2 nodes are available: 2 cannot allocate all claims."),
+			podPending("ml", "bigger", "gputopo-scheduler", "0/2 nodes are available: 1 cannot allocate all claims (claim ml/x, request gpus: needs 9, 4 match, 1 free (3 in use)), 1 cannot allocate all claims (claim ml/x, request gpus: needs 9, 4 match, 4 free)."),
 			podPending("ml", "new", "gputopo-scheduler", ""),
 		},
 	}

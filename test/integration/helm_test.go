@@ -155,10 +155,31 @@ func TestHelmInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kubectl gputopo report: %s, %d bytes; tables:\n%s", out, len(html), tableText(string(html)))
 	for _, want := range []string{"tray-0", "tray-1", "Fleet fragmentation", "default/huge", "cannot allocate all claims", "GPUs free</td><td>5"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("kubectl gputopo report lacks %q", want)
 		}
 	}
 	scheduler.stop(syscall.SIGTERM)
+}
+
+// tableText is the text of an HTML page's table rows, one per line, for
+// the log.
+func tableText(page string) string {
+	var b strings.Builder
+	for _, row := range strings.Split(page, "<tr>")[1:] {
+		row, _, _ = strings.Cut(row, "</tr>")
+		cells := strings.NewReplacer("</td><td>", " | ", "</th><th>", " | ").Replace(row)
+		for strings.Contains(cells, "<") {
+			i := strings.Index(cells, "<")
+			j := strings.Index(cells[i:], ">")
+			if j < 0 {
+				break
+			}
+			cells = cells[:i] + cells[i+j+1:]
+		}
+		b.WriteString(strings.TrimSpace(cells) + "\n")
+	}
+	return b.String()
 }
