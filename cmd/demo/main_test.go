@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,23 @@ func TestNVL72Scenario(t *testing.T) {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q", want)
 		}
+	}
+	// The report draws both schedulers' racks side by side, every tray
+	// once; gputopo's end state holds every tray (d, e, f, g and h).
+	page, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<section id="racks">`, "Racks and trays", `id="chart-racks"`, `data-scheduler="gputopo"`, `data-scheduler="in-tree-first-fit"`, `data-rack="rack-a"`, `data-rack="rack-b"`, `data-group="h"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+	if n := strings.Count(string(page), `class="tray"`); n != 2*36 {
+		t.Errorf("report draws %d trays, want %d (36 per scheduler)", n, 2*36)
+	}
+	stats := regexp.MustCompile(`data-figure="racks-gputopo">([^<]*)<`).FindStringSubmatch(string(page))
+	if stats == nil || stats[1] != "2 racks · 36 trays · 36 held by 5 groups · 0 free" {
+		t.Errorf("gputopo's racks: %q, want 2 racks · 36 trays · 36 held by 5 groups · 0 free", stats)
 	}
 }

@@ -207,11 +207,12 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 		rep.Schedulers = append(rep.Schedulers, r)
 	}
 	if w.HasGroups() {
-		tables, figures, err := replay.GroupTables(ctx, cp.Client, w, outs)
+		tables, racks, figures, err := replay.GroupTables(ctx, cp.Client, w, outs)
 		if err != nil {
 			return rep, err
 		}
 		rep.Tables = append(rep.Tables, tables...)
+		rep.Racks = append(rep.Racks, racks...)
 		for i := range rep.Schedulers {
 			rep.Schedulers[i].Extra = append(rep.Schedulers[i].Extra, figures[i]...)
 		}

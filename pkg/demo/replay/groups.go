@@ -16,14 +16,15 @@ import (
 )
 
 // GroupTables are, for a workload with pod groups, what each scheduler
-// did with every group (started whole or not, in how many cliques), a
-// map of every rack's trays with the group holding each, and figures for
-// the scheduler cards. Cliques come from the nodes' clique label, which
-// the demo's node agents write.
-func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, outs []*Outcome) ([]report.Table, [][]report.Figure, error) {
+// did with every group (started whole or not, in how many cliques), each
+// scheduler's racks with the group holding each tray at the end (the
+// report draws them side by side), and figures for the scheduler cards.
+// Cliques come from the nodes' clique label, which the demo's node agents
+// write.
+func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, outs []*Outcome) ([]report.Table, []report.RackMap, [][]report.Figure, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cliqueOf := map[string]string{}
 	traysOf := map[string][]string{} // clique -> nodes
@@ -75,23 +76,30 @@ func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, o
 			{Label: "started groups in one NVLink clique", Value: float64(inOne[i]), Unit: fmt.Sprintf("of %d", served[i])},
 		}
 	}
-	tables := []report.Table{summary}
-	for _, o := range outs {
-		tables = append(tables, rackMap(o, traysOf))
+	racks := make([]report.RackMap, len(outs))
+	for i, o := range outs {
+		racks[i] = rackMap(o, traysOf)
 	}
-	return tables, figures, nil
+	return []report.Table{summary}, racks, figures, nil
 }
 
-// rackMap draws each of the target's racks as a row of its trays, each
-// tray marked with the group whose pod holds it at the end ("·" free).
-func rackMap(o *Outcome, traysOf map[string][]string) report.Table {
+// rackMap is the target's racks, each with its trays in order and the
+// group whose pod holds each at the end ("" free). A tray held by a pod
+// outside any group is marked "(no group)", so it does not read as free.
+func rackMap(o *Outcome, traysOf map[string][]string) report.RackMap {
 	holder := map[string]string{}
 	for _, p := range o.Pods {
-		if p.Node != "" && !p.Left {
+		if p.Node == "" || p.Left {
+			continue
+		}
+		switch {
+		case p.Group != "":
 			holder[p.Node] = p.Group
+		case holder[p.Node] == "":
+			holder[p.Node] = noGroup
 		}
 	}
-	t := report.Table{Caption: "Racks at the end, " + o.Target.Name + ": each tray marked with the group holding it", Head: []string{"rack", "clique", "trays"}}
+	m := report.RackMap{Scheduler: o.Target.Name}
 	var cliques []string
 	for c, trays := range traysOf {
 		if slices.ContainsFunc(trays, func(n string) bool { return strings.HasPrefix(n, o.Target.Copy+"-") }) {
@@ -100,19 +108,24 @@ func rackMap(o *Outcome, traysOf map[string][]string) report.Table {
 	}
 	slices.Sort(cliques)
 	for _, c := range cliques {
-		trays := slices.Clone(traysOf[c])
-		slices.SortFunc(trays, byIndex)
-		marks := make([]string, len(trays))
-		for i, n := range trays {
-			marks[i] = "·"
-			if g := holder[n]; g != "" {
-				marks[i] = g
+		var trays []string
+		for _, n := range traysOf[c] {
+			if strings.HasPrefix(n, o.Target.Copy+"-") {
+				trays = append(trays, n)
 			}
 		}
-		t.Rows = append(t.Rows, []string{rackOf(o.Target.Copy, trays[0]), shortClique(c), strings.Join(marks, " ")})
+		slices.SortFunc(trays, byIndex)
+		r := report.Rack{Name: rackOf(o.Target.Copy, trays[0]), Clique: c}
+		for _, n := range trays {
+			r.Trays = append(r.Trays, report.Tray{Node: n, Group: holder[n]})
+		}
+		m.Racks = append(m.Racks, r)
 	}
-	return t
+	return m
 }
+
+// noGroup marks a tray held by a pod of no group.
+const noGroup = "(no group)"
 
 // byIndex orders node names by their numeric suffix (tray 2 before tray
 // 10), then by name.
@@ -134,13 +147,4 @@ func rackOf(copyName, node string) string {
 		return name[:i]
 	}
 	return name
-}
-
-// shortClique shortens NVIDIA's <ClusterUUID>.<CliqueId> for the table.
-func shortClique(c string) string {
-	uuid, id, ok := strings.Cut(c, ".")
-	if !ok || len(uuid) <= 8 {
-		return c
-	}
-	return uuid[:8] + "…." + id
 }

@@ -74,9 +74,6 @@ func TestRackLabels(t *testing.T) {
 	if got := rackOf("gputopo", "gputopo-rack-a-17"); got != "rack-a" {
 		t.Errorf("rackOf = %q", got)
 	}
-	if got := shortClique("5fc03a36-dfbb-4802-b1c5-f9c877cb5670.1"); got != "5fc03a36….1" {
-		t.Errorf("shortClique = %q", got)
-	}
 	if got := byIndex("x-rack-2", "x-rack-10"); got >= 0 {
 		t.Errorf("byIndex: tray 2 after tray 10")
 	}

@@ -43,6 +43,7 @@ type page struct {
 	HasZoom                 bool
 	HasCurve                bool // a run with a workload; a live cluster's report has none
 	Occupancy               occupancyChart
+	Racks                   rackChart
 	LinkClasses             barChart
 	Schedulers              []column
 	Pending                 []tableRow
@@ -67,7 +68,8 @@ type column struct {
 // WriteHTML writes the report as one self-contained HTML page: key figures
 // as cards, then inline SVG charts of the unallocated GPU curve, GPU
 // occupancy per node and NVLink domain, and link classes of multi-GPU
-// claims, then the pending pods and every figure in a table. Every string
+// claims, then the pending pods, the racks' trays colored by the pod group
+// holding them, and every figure in a table. Every string
 // from the report goes through html/template's escaping.
 func WriteHTML(w io.Writer, r Report) error {
 	p := page{
@@ -75,6 +77,7 @@ func WriteHTML(w io.Writer, r Report) error {
 		Palette:     palette,
 		Lead:        lead(r.Schedulers),
 		Occupancy:   occupancy(r.Schedulers, fullWidth),
+		Racks:       racks(r.Racks, r.Schedulers, fullWidth),
 		LinkClasses: linkClassChart(r.Schedulers, barWidth),
 		Table:       table(r, false),
 		Tables:      r.Tables,

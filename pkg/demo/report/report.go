@@ -19,9 +19,10 @@ import (
 type Report struct {
 	Title, Scenario string
 	Generated       time.Time
-	Schedulers      []Result // typically "gputopo" and "in-tree (first-fit)"
-	Published       []Figure // reference figures shown next to ours; may be empty
-	Tables          []Table  // further tables, each in its own section
+	Schedulers      []Result  // typically "gputopo" and "in-tree (first-fit)"
+	Published       []Figure  // reference figures shown next to ours; may be empty
+	Tables          []Table   // further tables, each in its own section
+	Racks           []RackMap // racks and trays per scheduler, drawn side by side; may be empty
 	Notes           []string
 }
 

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,8 +12,8 @@ import (
 )
 
 // WriteSummary writes the comparison as an aligned terminal table, one
-// column per scheduler, followed by the published reference figures and
-// the notes.
+// column per scheduler, followed by the published reference figures, the
+// further tables, the rack maps as text and the notes.
 func WriteSummary(w io.Writer, r Report) error {
 	var b strings.Builder
 	b.WriteString(plain(heading(r)) + "\n")
@@ -24,7 +25,7 @@ func WriteSummary(w io.Writer, r Report) error {
 	if len(r.Schedulers) > 0 {
 		writeGrid(&b, r)
 	}
-	tables := r.Tables
+	tables := append(slices.Clone(r.Tables), rackTables(r.Racks)...)
 	if len(r.Published) > 0 {
 		refs := Table{Caption: "published (reference)"}
 		for _, f := range r.Published {

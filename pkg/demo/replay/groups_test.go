@@ -1,0 +1,57 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// TestRackMap: each of the target's racks once, in clique order, its trays
+// in index order with the group holding each at the end; pods that left
+// free their trays, a pod of no group does not read as free, and the
+// other copy's trays stay out.
+func TestRackMap(t *testing.T) {
+	traysOf := map[string][]string{}
+	for _, cp := range []string{"gputopo", "intree"} {
+		for r, rack := range []string{"rack-b", "rack-a"} {
+			c := fmt.Sprintf("uuid-%s.%d", cp, 2-r) // rack-a has the smaller clique
+			for i := range 11 {
+				traysOf[c] = append(traysOf[c], fmt.Sprintf("%s-%s-%d", cp, rack, 10-i))
+			}
+		}
+	}
+	o := &Outcome{Target: Target{Name: "gputopo", Copy: "gputopo"}, Pods: []*PodRecord{
+		{Name: "a-0", Group: "a", Node: "gputopo-rack-a-0", Bound: true},
+		{Name: "a-1", Group: "a", Node: "gputopo-rack-a-10", Bound: true},
+		{Name: "b-0", Group: "b", Node: "gputopo-rack-b-2", Bound: true, Left: true},
+		{Name: "c-0", Group: "c", Node: "gputopo-rack-b-2", Bound: true},
+		{Name: "solo", Node: "gputopo-rack-b-3", Bound: true},
+		{Name: "d-0", Group: "d"}, // pending
+		{Name: "x", Group: "x", Node: "intree-rack-a-1", Bound: true},
+	}}
+	m := rackMap(o, traysOf)
+	if m.Scheduler != "gputopo" || len(m.Racks) != 2 {
+		t.Fatalf("map of %q with %d racks, want gputopo with 2", m.Scheduler, len(m.Racks))
+	}
+	want := map[string]string{"gputopo-rack-a-0": "a", "gputopo-rack-a-10": "a", "gputopo-rack-b-2": "c", "gputopo-rack-b-3": noGroup}
+	for k, r := range m.Racks {
+		name := []string{"rack-a", "rack-b"}[k]
+		if r.Name != name || r.Clique != fmt.Sprintf("uuid-gputopo.%d", k+1) {
+			t.Errorf("rack %d is %s in %s, want %s in uuid-gputopo.%d", k, r.Name, r.Clique, name, k+1)
+		}
+		var nodes []string
+		for _, tr := range r.Trays {
+			nodes = append(nodes, tr.Node)
+			if tr.Group != want[tr.Node] {
+				t.Errorf("%s held by %q, want %q", tr.Node, tr.Group, want[tr.Node])
+			}
+		}
+		var order []string
+		for i := range 11 {
+			order = append(order, fmt.Sprintf("gputopo-%s-%d", name, i))
+		}
+		if !slices.Equal(nodes, order) {
+			t.Errorf("%s trays %v, want %v", name, nodes, order)
+		}
+	}
+}
