@@ -56,7 +56,7 @@ const maxPendingRows = 50
 // scheduler's reasons.
 func LiveReport(c Cluster, title string, now time.Time) report.Report {
 	view := NewFleetView(c.Slices, nil)
-	r := report.Result{Name: "cluster", LinkClasses: map[string]int{}, Pending: map[string]int{}}
+	r := report.Result{Name: "cluster", Snapshot: true, LinkClasses: map[string]int{}, Pending: map[string]int{}}
 	for _, lc := range topology.LinkClasses() {
 		r.LinkClassOrder = append(r.LinkClassOrder, lc.String())
 	}

@@ -96,6 +96,9 @@ func TestLiveReport(t *testing.T) {
 			t.Errorf("HTML lacks %q", want)
 		}
 	}
+	if strings.Contains(b.String(), "pods/s") || !strings.Contains(b.String(), "GPU capacity unallocated now") {
+		t.Errorf("a live cluster's report shows a run's rate, or not the current unallocated share")
+	}
 	if strings.Contains(b.String(), "id=\"unallocated\"") {
 		t.Errorf("a live cluster has no arrival curve, the HTML draws one")
 	}

@@ -56,6 +56,8 @@ type card struct {
 	Index                                        int
 	Name, Slug                                   string
 	Unallocated, Placed, Pending, Rate, Duration string
+	UnallocatedWhat                              string
+	Snapshot                                     bool
 }
 
 type published struct{ Label, Slug, Value string }
@@ -115,7 +117,11 @@ func WriteHTML(w io.Writer, r Report) error {
 			Index: i % len(palette), Name: s.Name, Slug: slugs[i],
 			Unallocated: percent(s.UnallocatedGPUPercent), Placed: count(s.PodsPlaced),
 			Pending: count(s.PodsPending), Rate: rate(s.PodsPerSecond), Duration: duration(s.Duration),
+			UnallocatedWhat: "GPU capacity unallocated at 100% arrived", Snapshot: s.Snapshot,
 		})
+		if s.Snapshot {
+			p.Cards[len(p.Cards)-1].UnallocatedWhat = "GPU capacity unallocated now"
+		}
 		p.Schedulers = append(p.Schedulers, column{Index: i % len(palette), Name: s.Name})
 	}
 	for _, f := range r.Published {

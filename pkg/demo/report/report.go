@@ -55,6 +55,10 @@ type Result struct {
 	Nodes                 []NodeUse      // GPU occupancy at the end of the run
 	Pending               map[string]int // pending reason -> pods
 	Extra                 []Figure       // e.g. "MIG requests served before first rejection"
+	// Snapshot: a cluster's state at one moment (kubectl gputopo
+	// report), not a run: no rate, duration or arrival curve, and the
+	// unallocated share is the current one.
+	Snapshot bool
 }
 
 // Point is one sample of the curve, both coordinates in percent.

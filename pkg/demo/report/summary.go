@@ -141,9 +141,14 @@ func table(r Report, pending bool) []tableRow {
 	rows := []tableRow{
 		row("pods placed", func(s Result) string { return count(s.PodsPlaced) }),
 		row("pods pending", func(s Result) string { return count(s.PodsPending) }),
-		row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
-		row("duration", func(s Result) string { return duration(s.Duration) }),
-		row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }),
+	}
+	if snapshots(rs) {
+		rows = append(rows, row("unallocated GPU now", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
+	} else {
+		rows = append(rows,
+			row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
+			row("duration", func(s Result) string { return duration(s.Duration) }),
+			row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
 	}
 	for _, c := range linkClasses(rs) {
 		rows = append(rows, row("multi-GPU claims on "+c, func(s Result) string { return count(s.LinkClasses[c]) }))
@@ -179,4 +184,14 @@ func extraLabels(rs []Result) []string {
 		}
 	}
 	return out
+}
+
+// snapshots: every result is a cluster's state at one moment.
+func snapshots(rs []Result) bool {
+	for _, r := range rs {
+		if !r.Snapshot {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
