@@ -106,8 +106,8 @@ func writeReport(ctx context.Context, client kubernetes.Interface, server, file 
 	if err := os.WriteFile(file, []byte(page.String()), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	fmt.Fprintf(out, "wrote %s\n", file)
-	return nil
+	_, err := fmt.Fprintf(out, "wrote %s\n", file)
+	return err
 }
 
 // printVersion prints the plugin's version for "version", "--version" or
@@ -116,6 +116,6 @@ func printVersion(args []string, out io.Writer) bool {
 	if len(args) == 0 || (args[0] != "version" && args[0] != "--version" && args[0] != "-version") {
 		return false
 	}
-	fmt.Fprintln(out, version.Line("kubectl-gputopo"))
+	_, _ = fmt.Fprintln(out, version.Line("kubectl-gputopo")) // stdout gone: nothing to tell
 	return true
 }

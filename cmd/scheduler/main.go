@@ -79,9 +79,9 @@ func versionRequest(args []string) string {
 func printVersion(w io.Writer, req string) bool {
 	switch req {
 	case "true":
-		fmt.Fprintln(w, version.Line(program))
+		_, _ = fmt.Fprintln(w, version.Line(program)) // stdout gone: nothing to tell
 	case "raw":
-		fmt.Fprint(w, version.Raw(program))
+		_, _ = fmt.Fprint(w, version.Raw(program))
 	default:
 		return false
 	}
