@@ -301,13 +301,7 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 // where it is allocated and that nobody else holds, or deletes the pod's
 // stale extended-resource claim; found reports whether there was one.
 func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *stateData) (found bool, status *fwk.Status) {
-	s.mu.Lock()
-	unavailable := make([]int, 0, len(s.unavailable))
-	for i := range s.unavailable {
-		unavailable = append(unavailable, i)
-	}
-	s.mu.Unlock()
-	for _, i := range unavailable {
+	for _, i := range s.unavailableClaims() {
 		claim := s.claims[i]
 		if claim.Status.Allocation == nil {
 			continue // allocated in flight by another pod of its group, not written

@@ -93,13 +93,7 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 	}
 	claims := pl.clientset.ResourceV1().ResourceClaims(pod.Namespace)
 	for _, s := range g.pods {
-		s.mu.Lock()
-		unavailable := make([]int, 0, len(s.unavailable))
-		for i := range s.unavailable {
-			unavailable = append(unavailable, i)
-		}
-		s.mu.Unlock()
-		for _, i := range unavailable {
+		for _, i := range s.unavailableClaims() {
 			claim := s.claims[i]
 			held := claim.Status.ReservedFor
 			if claim.Status.Allocation == nil || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {

@@ -79,6 +79,18 @@ func (d *stateData) markUnavailable(claim int) {
 	d.unavailable[claim] = true
 }
 
+// unavailableClaims lists the claims Filter found unusable where they are
+// allocated, by index.
+func (d *stateData) unavailableClaims() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int, 0, len(d.unavailable))
+	for i := range d.unavailable {
+		out = append(out, i)
+	}
+	return out
+}
+
 func (d *stateData) result(node string) *allocator.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
