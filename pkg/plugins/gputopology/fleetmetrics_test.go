@@ -104,6 +104,25 @@ gputopo_fleet_scrape_errors_total 0
 	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
+
+	// Within maxAge a scrape serves the summary computed before: the
+	// in-flight allocation released, it still counts 2 used GPUs; a
+	// collector without maxAge sees 1.
+	cached := &fleetCollector{source: env.pl.draManager, timeout: time.Second, maxAge: time.Hour}
+	if err := testutil.CustomCollectAndCompare(cached, strings.NewReader(want), "gputopo_fleet_gpus"); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, true)
+	// (A collector registers once: the next scrapes are new collectors,
+	// the first with the cache.)
+	again := &fleetCollector{source: env.pl.draManager, timeout: time.Second, maxAge: time.Hour, last: cached.last}
+	if err := testutil.CustomCollectAndCompare(again, strings.NewReader(want), "gputopo_fleet_gpus"); err != nil {
+		t.Errorf("cached summary: %v", err)
+	}
+	fresh := &fleetCollector{source: env.pl.draManager, timeout: time.Second}
+	if err := testutil.CustomCollectAndCompare(fresh, strings.NewReader(want), "gputopo_fleet_gpus"); err == nil {
+		t.Errorf("a collector without maxAge still counts the released in-flight allocation")
+	}
 }
 
 // failingSlices is a DRA manager whose slices cannot be listed.
