@@ -116,17 +116,16 @@ func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1
 		logger.V(6).Info("Claim deallocated", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
 		return fwk.Queue, nil
 	}
-	claims, err := pl.podClaims(pod)
-	if err != nil {
+	// Most events concern other pods' claims: decide that from the names
+	// the pod refers to, without reading its claims (this runs for every
+	// waiting pod on every claim event).
+	if !refersTo(pod, modified) {
 		return fwk.QueueSkip, nil
 	}
-	uses := false
-	for _, c := range claims {
-		uses = uses || c.UID == modified.UID
+	if _, err := pl.podClaims(pod); err != nil {
+		return fwk.QueueSkip, nil
 	}
 	switch {
-	case !uses:
-		return fwk.QueueSkip, nil
 	case original == nil:
 		return fwk.Queue, nil
 	case apiequality.Semantic.DeepEqual(&original.Status, &modified.Status):
@@ -155,4 +154,18 @@ func podGroupOwner(claim *resourceapi.ResourceClaim) string {
 		}
 	}
 	return ""
+}
+
+// refersTo: one of the pod's resourceClaims entries names claim (directly
+// or as the claim generated for it, from the pod's status).
+func refersTo(pod *v1.Pod, claim *resourceapi.ResourceClaim) bool {
+	if pod.Namespace != claim.Namespace {
+		return false
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil && *name == claim.Name {
+			return true
+		}
+	}
+	return false
 }
