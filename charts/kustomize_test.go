@@ -48,10 +48,7 @@ var equivalents = []struct {
 func TestChartEqualsKustomize(t *testing.T) {
 	for _, tc := range equivalents {
 		t.Run(tc.name, func(t *testing.T) {
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
+			values := parseValues(t, tc.values)
 			ms, err := Render("gputopo", "gputopo-system", values)
 			if err != nil {
 				t.Fatalf("helm template: %v", err)

@@ -5,7 +5,6 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"sigs.k8s.io/yaml"
 )
 
 // `helm lint` (Helm's own linter, through its Go SDK) finds nothing to warn
@@ -15,10 +14,7 @@ import (
 func TestHelmLint(t *testing.T) {
 	for _, tc := range equivalents {
 		t.Run(tc.name, func(t *testing.T) {
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
+			values := parseValues(t, tc.values)
 			for _, m := range lint.RunAll("gputopo", values, "gputopo-system").Messages {
 				if m.Severity >= support.WarningSev {
 					t.Errorf("helm lint: %s", m.Error())

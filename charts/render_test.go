@@ -8,13 +8,19 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func renderValues(t *testing.T, namespace, values string) map[string]map[string]any {
+// parseValues reads values as a -f file gives them.
+func parseValues(t *testing.T, values string) map[string]any {
 	t.Helper()
 	var v map[string]any
 	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := Render("gputopo", namespace, v)
+	return v
+}
+
+func renderValues(t *testing.T, namespace, values string) map[string]map[string]any {
+	t.Helper()
+	ms, err := Render("gputopo", namespace, parseValues(t, values))
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -36,11 +42,7 @@ func TestBadValues(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.values, func(t *testing.T) {
-			var v map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &v); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Render("gputopo", "gputopo-system", v)
+			_, err := Render("gputopo", "gputopo-system", parseValues(t, tc.values))
 			if err == nil {
 				t.Fatalf("rendered; want an error naming %s", tc.want)
 			}

@@ -307,13 +307,9 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 			continue // allocated in flight by another pod of its group, not written
 		}
 		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
-			claim = claim.DeepCopy()
-			claim.Status.ReservedFor = nil
-			claim.Status.Allocation = nil
-			claim.Status.Devices = nil
 			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
-			if _, err := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-				return true, fwk.AsStatus(fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err))
+			if err := pl.deallocate(ctx, claim); err != nil {
+				return true, fwk.AsStatus(err)
 			}
 			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 		}
@@ -325,4 +321,15 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 		return true, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
 	}
 	return false, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// deallocate clears the claim's allocation, reservations and device
+// status in the API server, so that it is allocated anew.
+func (pl *GPUTopology) deallocate(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	claim = claim.DeepCopy()
+	claim.Status.ReservedFor, claim.Status.Allocation, claim.Status.Devices = nil, nil, nil
+	if _, err := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err)
+	}
+	return nil
 }

@@ -99,11 +99,9 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 			if claim.Status.Allocation == nil || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {
 				continue
 			}
-			claim = claim.DeepCopy()
-			claim.Status.ReservedFor, claim.Status.Allocation, claim.Status.Devices = nil, nil, nil
 			logger.V(4).Info("Deallocating claim of the pod group", "podGroup", klog.KObj(pg), "claim", klog.KObj(claim))
-			if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-				return fwk.AsStatus(fmt.Errorf("deallocate resourceclaim %s: %w", klog.KObj(claim), err))
+			if err := pl.deallocate(ctx, claim); err != nil {
+				return fwk.AsStatus(err)
 			}
 			return fwk.NewStatus(fwk.Unschedulable, "deallocation of PodGroup ResourceClaim completed")
 		}
