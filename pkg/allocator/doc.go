@@ -15,7 +15,11 @@
 // What the engine avoids re-doing per pod and per node, compared with
 // upstream: slices are indexed once per Inventory (not converted per call),
 // and CEL selector results are cached per device and expression for as long
-// as the Inventory lives.
+// as the Inventory lives, and looked up once per node and expression. The
+// further search visits one of each set of twins (devices nothing but their
+// identity tells apart, such as the GPUs of an NVSwitch board; twins.go):
+// swapping twins gives an allocation exactly as good, so the choice is the
+// one a search of every solution would make.
 //
 // The package imports k8s.io/api, apimachinery and
 // k8s.io/dynamic-resource-allocation only, never k8s.io/kubernetes.

@@ -30,6 +30,8 @@ type Engine struct {
 	features Features
 	policy   Policy
 	celCache *cel.Cache
+	// noTwins makes the search visit twins (twins.go); tests compare.
+	noTwins bool
 }
 
 // Options configure an Engine.

@@ -81,6 +81,10 @@ type nodeView struct {
 	devices []*device // allocatable candidates, in search order
 	devPool []int32   // pool index of each device
 	role    roles
+	twin    twins
+	// matches and capFits memoize per-device results (viewmemo.go).
+	matches viewMemo[bool]
+	capFits viewMemo[capFit]
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -52,13 +54,22 @@ type run struct {
 	exact     []*exactRun     // per pool: exact counters, nil if none needs them
 	pc        []*poolCounters // per pool: Session.countersOf, cached
 	sel       [][]int8        // per req, per device: 0 unknown, 1 match, 2 no match
-	caps      [][]*capFit     // per req, per device, when consumable capacity is on
-	cons      [][]constraint
-	picks     [][]pick
-	allDevs   [][]int // per req (All mode): candidate devices
-	num       []int   // per req: devices needed
-	curSub    [][]int // per claim, per group: alternative in use
+	// selSlots and capSlots hold, per req, the view's memos (viewmemo.go).
+	selSlots [][][]atomic.Pointer[bool]
+	capSlots [][]atomic.Pointer[capFit]
+	caps     [][]*capFit // per req, per device, when consumable capacity is on
+	cons     [][]constraint
+	picks    [][]pick
+	allDevs  [][]int // per req (All mode): candidate devices
+	num      []int   // per req: devices needed
+	curSub   [][]int // per claim, per group: alternative in use
 
+	// deadline is WithDeadline's, zero for none; polls counts the looks
+	// at it (deadline.go).
+	deadline time.Time
+	polls    int
+	// twins: the search may skip twins (twins.go).
+	twins    bool
 	found    bool
 	steps    int
 	explored int
@@ -97,6 +108,7 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 		num:        make([]int, len(s.reqs)),
 		curSub:     make([][]int, len(s.plans)),
 		gpusBefore: -1,
+		deadline:   deadlineOf(ctx),
 	}
 	if s.workload != nil {
 		r.pol.Workload = s.workload
@@ -107,6 +119,7 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 		}
 	}
 	r.exact = r.exactRuns()
+	r.twins = !s.eng.noTwins && r.twinsUsable()
 	for ci, p := range s.plans {
 		r.curSub[ci] = make([]int, len(p.groups))
 		minDevices := 0
@@ -178,7 +191,7 @@ func (r *run) solve() (*Result, error) {
 	_, err := r.step(0, 0, 0, false, 0, 0)
 	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, errMaxSize) {
 		if r.best == nil {
-			if r.ctx.Err() != nil {
+			if r.ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
@@ -213,8 +226,8 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 			return false, errStop
 		}
 	}
-	if err := r.ctx.Err(); err != nil {
-		return false, fmt.Errorf("filter operation aborted: %w", context.Cause(r.ctx))
+	if err := r.checkAbort(); err != nil {
+		return false, err
 	}
 	if c >= len(r.s.plans) {
 		return r.leaf()
@@ -298,7 +311,11 @@ func (r *run) stepAll(c, g, sub int, inSub bool, dev int, q *req) (bool, error) 
 // stepCandidates tries every device from start on as device number dev
 // of an ExactCount request, in upstream's order.
 func (r *run) stepCandidates(c, g, sub int, inSub bool, dev, start int, q *req) (bool, error) {
+	var tried []int // devices taken at this position and given back
 	for d := start; d < len(r.view.devices); d++ {
+		if len(tried) > 0 && r.twinTried(tried, d) {
+			continue
+		}
 		ok, err := r.candidate(c, q, d)
 		if err != nil {
 			return false, err
@@ -323,6 +340,9 @@ func (r *run) stepCandidates(c, g, sub int, inSub bool, dev, start int, q *req) 
 		r.undo(t)
 		if err != nil {
 			return false, err
+		}
+		if r.twins {
+			tried = append(tried, d)
 		}
 	}
 	return false, nil
@@ -450,22 +470,20 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 		cache[d] = 2
 		return false, nil
 	}
-	claim := r.s.plans[q.claim].claim
-	for _, set := range []struct {
-		owner     string
-		selectors []resourceapi.DeviceSelector
-	}{{"class " + q.class.Name, q.class.Spec.Selectors}, {"claim " + klog.KObj(claim).String(), q.selectors}} {
-		for i, sel := range set.selectors {
+	slots, k := r.selectorSlots(q), 0
+	for set, selectors := range [][]resourceapi.DeviceSelector{q.class.Spec.Selectors, q.selectors} {
+		for i, sel := range selectors {
 			if sel.CEL == nil {
-				return false, fmt.Errorf("%s: selector #%d: CEL expression empty (unsupported selector type?)", set.owner, i)
+				return false, fmt.Errorf("%s: selector #%d: CEL expression empty (unsupported selector type?)", r.selectorOwner(q, set), i)
 			}
-			m, err := dv.match(r.ctx, r.s.eng.celCache, sel.CEL.Expression, r.s.legacy)
+			m, err := r.matchMemo(slots[k], d, sel.CEL.Expression)
+			k++
 			if err != nil {
 				var ce errCompile
 				if errors.As(err, &ce) {
-					return false, fmt.Errorf("%s: selector #%d: %w", set.owner, i, err)
+					return false, fmt.Errorf("%s: selector #%d: %w", r.selectorOwner(q, set), i, err)
 				}
-				return false, fmt.Errorf("%s: selector #%d on device %s: %w", set.owner, i, dv.id, err)
+				return false, fmt.Errorf("%s: selector #%d on device %s: %w", r.selectorOwner(q, set), i, dv.id, err)
 			}
 			if !m {
 				cache[d] = 2
@@ -487,6 +505,15 @@ func (r *run) selectable(q *req, d int) (bool, error) {
 	return true, nil
 }
 
+// selectorOwner names where selector set 0 (the class's) or 1 (the
+// request's) of q comes from, for errors only.
+func (r *run) selectorOwner(q *req, set int) string {
+	if set == 0 {
+		return "class " + q.class.Name
+	}
+	return "claim " + klog.KObj(r.s.plans[q.claim].claim).String()
+}
+
 func (r *run) capacityFits(q *req, d int) (bool, error) {
 	dv := r.view.devices[d]
 	return r.capFitOf(q, d).fits(dv, r.s.state.AggregatedCapacity[dv.id], r.pendingOf(d))
@@ -503,8 +530,7 @@ func (r *run) capFitOf(q *req, d int) *capFit {
 		r.caps[q.idx] = c
 	}
 	if c[d] == nil {
-		dv := r.view.devices[d]
-		c[d] = dv.capFitFor(q.capacity, q.capKey, r.f.FractionalCapacityRange)
+		c[d] = r.capFitMemo(q, d)
 	}
 	return c[d]
 }

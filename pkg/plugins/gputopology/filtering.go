@@ -214,13 +214,11 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	if session == nil {
 		return nil
 	}
+	start := time.Now()
 	actx := ctx
 	if d := pl.args.FilterTimeout.Duration; d > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+		actx = allocator.WithDeadline(ctx, start.Add(d))
 	}
-	start := time.Now()
 	// A node that reports no allocatable CPU or memory (nil host) is
 	// measured without them, and without learned placements too.
 	host := hostUse(nodeInfo, s.podHost)
