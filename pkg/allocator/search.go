@@ -68,13 +68,13 @@ type run struct {
 	// at it (deadline.go).
 	deadline time.Time
 	polls    int
-	// twins: the search may skip twins (twins.go).
-	twins    bool
-	found    bool
-	steps    int
-	explored int
-	best     *solution
-	before   *Quality
+	// skipTwins: the search may skip twins (twins.go).
+	skipTwins bool
+	found     bool
+	steps     int
+	explored  int
+	best      *solution
+	before    *Quality
 	// gpusBefore caches freeGPUs(false) for host pressure; -1 unknown.
 	gpusBefore float64
 	// setBefore caches setPlaceable without the run, per pool and set.
@@ -119,7 +119,7 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 		}
 	}
 	r.exact = r.exactRuns()
-	r.twins = !s.eng.noTwins && r.twinsUsable()
+	r.skipTwins = !s.eng.noTwins && r.twinsUsable()
 	for ci, p := range s.plans {
 		r.curSub[ci] = make([]int, len(p.groups))
 		minDevices := 0
@@ -341,7 +341,7 @@ func (r *run) stepCandidates(c, g, sub int, inSub bool, dev, start int, q *req) 
 		if err != nil {
 			return false, err
 		}
-		if r.twins {
+		if r.skipTwins {
 			tried = append(tried, d)
 		}
 	}

@@ -216,21 +216,15 @@ func (r *run) twinsUsable() bool {
 // tried at this position of the search (tried lists them).
 func (r *run) twinTried(tried []int, d int) bool {
 	classes := r.view.twinClasses()
-	if classes[d] < 0 || !r.untouched(d) {
+	if classes[d] < 0 || r.ledgerHolds(d) {
 		return false
 	}
 	for _, t := range tried {
-		if classes[t] == classes[d] && r.untouched(t) && r.sameSelection(t, d) {
+		if classes[t] == classes[d] && !r.ledgerHolds(t) && r.sameSelection(t, d) {
 			return true
 		}
 	}
 	return false
-}
-
-// untouched reports whether the ledger holds nothing of device d: no
-// allocation, no share, no consumed capacity the search reads.
-func (r *run) untouched(d int) bool {
-	return !r.ledgerHolds(d)
 }
 
 // sameSelection reports whether every request of the session selects
