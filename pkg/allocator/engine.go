@@ -142,6 +142,10 @@ type HostUse struct {
 	// Excluded is the share of future requests that may not run on this
 	// node (topology.Fragmentation), 0 when all may.
 	Excluded float64
+	// Contention is the probability that a GPU the pod takes here is one
+	// that requests which may run on few nodes will miss; Packing adds it,
+	// times the GPUs taken, to the growth of fragmentation.
+	Contention float64
 }
 
 // after is what the node has left once the pod runs there.

@@ -394,6 +394,34 @@ func TestQualityRequestClass(t *testing.T) {
 	}
 }
 
+// TestQualityContention: the GPUs a claim takes where other requests
+// will miss them add, times the contention, to the packing cost; a pod
+// without devices takes none.
+func TestQualityContention(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+	_, ctx := ktesting.NewTestContext(t)
+	f := DefaultFeatures()
+	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := func(contention float64, claims ...*resourceapi.ResourceClaim) float64 {
+		host := &HostUse{Free: topology.Host{CPUMilli: 64000, MemoryMiB: 262144}, Contention: contention}
+		res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), claims).Allocate(ctx, node("node-sh"), host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Quality.PackingCost
+	}
+	// 40Gi of an 80Gi GPU: half a GPU, at 0.6.
+	if got := cost(0.6, sharedClaim("c", "40Gi")) - cost(0, sharedClaim("c", "40Gi")); math.Abs(got-0.3) > 1e-9 {
+		t.Errorf("half a GPU at contention 0.6: cost %v more, want 0.3", got)
+	}
+	if got := cost(0.6) - cost(0); got != 0 {
+		t.Errorf("no devices at contention 0.6: cost %v more, want 0", got)
+	}
+}
+
 // TestQualityHostPressure: a pod without devices, or with a share of one
 // GPU, is rated by the room its CPU and memory take from the node's free
 // GPUs beyond the GPU it takes (weighted into the packing cost); a pod

@@ -167,7 +167,7 @@ func (r *run) evaluate() Quality {
 		q.LinkSteps += r.linkSteps(r.picks[c], w)
 	}
 	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure +
-		r.pol.LinkClassCost*float64(q.LinkSteps)
+		r.pol.LinkClassCost*float64(q.LinkSteps) + r.contention(q.Request)
 	if p := r.pol.Topology; p.Enabled {
 		q.Score += p.Weight * (q.Intactness - 10*float64(cost))
 	}
@@ -287,6 +287,15 @@ func (r *run) measure(withRun bool) Quality {
 		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
 	}
 	return q
+}
+
+// contention is the GPUs the run takes that requests which may run on
+// few nodes will miss: HostUse.Contention times the GPUs of req.
+func (r *run) contention(req topology.TaskClass) float64 {
+	if !r.pol.Packing.Enabled || r.host == nil {
+		return 0
+	}
+	return r.host.Contention * float64(req.GPUs) * req.Share
 }
 
 // hostPressure is topology.HostPressure of a run that takes no device or

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -38,15 +37,7 @@ func (pl *CliquePlacement) wholeGPUs(ctx context.Context) (map[string]*topology.
 	if err != nil {
 		return nil, err
 	}
-	shared := make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
-	for id := range state.AllocatedSharedDeviceIDs {
-		shared[id.GetDeviceID()] = true
-	}
-	taken := func(driver, pool, device string) bool {
-		id := structured.MakeDeviceID(driver, pool, device)
-		return state.AllocatedDevices.Has(id) || shared[id]
-	}
-	return topology.WholeGPUsByNode(slices, taken), nil
+	return topology.WholeGPUsByNode(slices, gputopology.TakenIn(state)), nil
 }
 
 // domainOf is the node's value for the group's topology key. For the

@@ -1,14 +1,18 @@
 package gputopology
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -106,26 +110,36 @@ const rememberedPlacements = 4 * learnerClasses
 type admission struct {
 	where    []topology.Placement // the build it was made for
 	matchers []nodeaffinity.RequiredNodeAffinity
+	keys     []string
 	shares   []float64
+	// pressure per matcher: its share of the requests times the fleet's
+	// free GPUs over the free GPUs of the nodes it admits (pressure).
+	pressure []float64
 	perNode  sync.Map // node name -> nodeExclusion
 }
 
-// nodeExclusion is a node's excluded share, valid for that node object
-// (informers replace the object when its labels change).
+// nodeExclusion is a node's excluded share and the pressure of the
+// placements that admit it, valid for that node object (informers
+// replace the object when its labels change).
 type nodeExclusion struct {
 	node     *v1.Node
 	excluded float64
+	pressure float64
 }
 
+// fleetGPUs lists the nodes and their whole GPUs (free and all).
+type fleetGPUs func() ([]*v1.Node, map[string]*topology.NodeGPUs, error)
+
 // admissionFor prepares the exclusion measure for the learner's
-// placements (constrained keys with their shares); nil when there is
-// none. A key whose matcher is not remembered (folded away, or learned
-// before a restart of the learner's process) excludes nothing.
-func (p *placements) admissionFor(where []topology.Placement) *admission {
+// placements (constrained keys with their shares), and with fleet (nil:
+// none) their pressure; nil when there is none. A key whose matcher is
+// not remembered (folded away, or learned before a restart of the
+// learner's process) excludes nothing.
+func (p *placements) admissionFor(where []topology.Placement, fleet fleetGPUs) (*admission, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last != nil && sameBuild(p.last.where, where) {
-		return p.last
+		return p.last, nil
 	}
 	a := &admission{where: where}
 	used := make(map[string]bool, len(where))
@@ -133,6 +147,7 @@ func (p *placements) admissionFor(where []topology.Placement) *admission {
 		if m, ok := p.byKey[pl.Key]; ok {
 			used[pl.Key] = true
 			a.matchers = append(a.matchers, m)
+			a.keys = append(a.keys, pl.Key)
 			a.shares = append(a.shares, pl.Share)
 		}
 	}
@@ -146,8 +161,47 @@ func (p *placements) admissionFor(where []topology.Placement) *admission {
 	if len(a.matchers) == 0 {
 		a = nil
 	}
+	if a != nil && fleet != nil {
+		if err := a.weighPressure(fleet); err != nil {
+			return nil, err
+		}
+	}
 	p.last = a
-	return a
+	return a, nil
+}
+
+// weighPressure is each placement's pressure on the nodes it admits:
+// its share of the requests to come times the free GPUs of the fleet
+// (what is left to ask for, if the fleet fills up) over the free GPUs
+// it may use. Above 1, its own requests alone would take every free GPU
+// it admits; any other request placed there takes a GPU one of them
+// will miss.
+func (a *admission) weighPressure(fleet fleetGPUs) error {
+	nodes, gpus, err := fleet()
+	if err != nil {
+		return err
+	}
+	a.pressure = make([]float64, len(a.matchers))
+	admitted := make([]float64, len(a.matchers))
+	var total float64
+	for _, node := range nodes {
+		g := gpus[node.Name]
+		if g == nil || g.Free == 0 {
+			continue
+		}
+		total += float64(g.Free)
+		for i := range a.matchers {
+			if ok, err := a.matchers[i].Match(node); ok && err == nil {
+				admitted[i] += float64(g.Free)
+			}
+		}
+	}
+	for i := range a.matchers {
+		if admitted[i] > 0 {
+			a.pressure[i] = a.shares[i] * total / admitted[i]
+		}
+	}
+	return nil
 }
 
 // sameBuild: the learner hands out the same slice until it rebuilds.
@@ -158,22 +212,80 @@ func sameBuild(a, b []topology.Placement) bool {
 // excluded is the share of the learned requests whose pods may not run
 // on node, computed once per node object and learner build.
 func (a *admission) excluded(node *v1.Node) float64 {
-	if a == nil {
+	return a.at(node).excluded
+}
+
+// contention is the probability (pressure, at most 1) that a GPU taken on
+// node by a pod with placement key own is one that requests of other
+// placements, which may run on few nodes, will miss.
+func (a *admission) contention(node *v1.Node, own string) float64 {
+	if a == nil || a.pressure == nil {
 		return 0
+	}
+	p := a.at(node).pressure
+	if i := slices.Index(a.keys, own); i >= 0 {
+		if ok, err := a.matchers[i].Match(node); ok && err == nil {
+			p -= a.pressure[i]
+		}
+	}
+	return min(1, max(0, p))
+}
+
+// at is the node's exclusion and pressure, computed once per node object
+// and learner build.
+func (a *admission) at(node *v1.Node) nodeExclusion {
+	if a == nil {
+		return nodeExclusion{}
 	}
 	if v, ok := a.perNode.Load(node.Name); ok {
 		if e := v.(nodeExclusion); e.node == node {
-			return e.excluded
+			return e
 		}
 	}
-	var out float64
+	e := nodeExclusion{node: node}
 	for i := range a.matchers {
 		// Match errors only on a selector the API server does not
 		// admit; such pods run nowhere, so they are excluded here too.
 		if ok, err := a.matchers[i].Match(node); !ok || err != nil {
-			out += a.shares[i]
+			e.excluded += a.shares[i]
+		} else if a.pressure != nil {
+			e.pressure += a.pressure[i]
 		}
 	}
-	a.perNode.Store(node.Name, nodeExclusion{node: node, excluded: out})
-	return out
+	a.perNode.Store(node.Name, e)
+	return e
+}
+
+// fleetGPUs lists the scheduler's nodes and their whole GPUs, free and
+// all, on the slices and allocated state of the session.
+func (pl *GPUTopology) fleetGPUs(ctx context.Context, inv *allocator.Inventory, state *allocator.AllocatedState) fleetGPUs {
+	return func() ([]*v1.Node, map[string]*topology.NodeGPUs, error) {
+		lister := pl.fh.SnapshotSharedLister()
+		if lister == nil {
+			return nil, nil, nil // no snapshot (a framework built without one): no pressure
+		}
+		infos, err := lister.NodeInfos().List()
+		if err != nil {
+			return nil, nil, fmt.Errorf("list nodes: %w", err)
+		}
+		nodes := make([]*v1.Node, 0, len(infos))
+		for _, ni := range infos {
+			if n := ni.Node(); n != nil {
+				nodes = append(nodes, n)
+			}
+		}
+		return nodes, topology.WholeGPUsByNode(inv.Slices(), TakenIn(state)), nil
+	}
+}
+
+// TakenIn reports the devices allocated whole or in shares in state.
+func TakenIn(state *allocator.AllocatedState) topology.DeviceTaken {
+	shared := make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
+	for id := range state.AllocatedSharedDeviceIDs {
+		shared[id.GetDeviceID()] = true
+	}
+	return func(driver, pool, device string) bool {
+		id := structured.MakeDeviceID(driver, pool, device)
+		return state.AllocatedDevices.Has(id) || shared[id]
+	}
 }

@@ -1,6 +1,7 @@
 package gputopology
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -48,7 +49,10 @@ func TestAdmission(t *testing.T) {
 		{Key: v100Key, Share: 0.2},     // V100 or A10
 		{Key: "forgotten", Share: 0.1}, // not remembered: excludes nothing
 	}
-	adm := p.admissionFor(where)
+	adm, err := p.admissionFor(where, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		node *v1.Node
 		want float64
@@ -62,7 +66,7 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("node %s: excluded %v, want %v", tc.node.Name, got, tc.want)
 		}
 	}
-	if again := p.admissionFor(where); again != adm {
+	if again, _ := p.admissionFor(where, nil); again != adm {
 		t.Error("the same learner build got a new admission: its per-node results are lost")
 	}
 	// The node's result is kept for that node object only.
@@ -70,7 +74,7 @@ func TestAdmission(t *testing.T) {
 	if got := adm.excluded(relabeled); math.Abs(got-0.3) > 1e-9 {
 		t.Errorf("node t4 relabeled V100: excluded %v, want 0.3 (its old result must not be reused)", got)
 	}
-	if got := p.admissionFor([]topology.Placement{{Key: "forgotten", Share: 1}}); got != nil {
+	if got, _ := p.admissionFor([]topology.Placement{{Key: "forgotten", Share: 1}}, nil); got != nil {
 		t.Errorf("no constrained placement: admission %+v, want nil (nothing excluded anywhere)", got)
 	}
 	var none *admission
@@ -87,8 +91,55 @@ func TestPlacementsBounded(t *testing.T) {
 	for i := range 3 * rememberedPlacements {
 		p.remember(st.MakePod().Name("p").NodeSelector(map[string]string{"kubernetes.io/hostname": string(rune('a'+i%26)) + string(rune('0'+i))}).Obj())
 	}
-	p.admissionFor(nil)
+	_, _ = p.admissionFor(nil, nil)
 	if n := len(p.byKey); n != 0 {
 		t.Errorf("after a workload using none of them, %d placements kept, want 0", n)
+	}
+}
+
+func TestAdmissionPressure(t *testing.T) {
+	var p placements
+	t4Key := p.remember(st.MakePod().Name("a").NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj())
+	v100Key := p.remember(st.MakePod().Name("b").NodeAffinityIn("gpu-model", []string{"V100", "A10"}, st.NodeSelectorTypeMatchExpressions).Obj())
+	nodes := []*v1.Node{
+		st.MakeNode().Name("t4").Label("gpu-model", "T4").Obj(),
+		st.MakeNode().Name("a10").Label("gpu-model", "A10").Obj(),
+		st.MakeNode().Name("v100").Label("gpu-model", "V100").Obj(),
+		st.MakeNode().Name("cpu").Obj(),
+	}
+	gpus := map[string]*topology.NodeGPUs{"t4": {GPUs: 8, Free: 4}, "a10": {GPUs: 2, Free: 2}, "v100": {GPUs: 8, Free: 2}}
+	adm, err := p.admissionFor([]topology.Placement{{Key: t4Key, Share: 0.3}, {Key: v100Key, Share: 0.2}},
+		func() ([]*v1.Node, map[string]*topology.NodeGPUs, error) { return nodes, gpus, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 GPUs free: T4-pinned requests, 30% of all, may use 4 of them
+	// (pressure 0.6); V100-or-A10 ones, 20%, 4 (0.4).
+	tests := []struct {
+		node string
+		own  string
+		want float64
+	}{
+		{"t4", "", 0.6},
+		{"t4", t4Key, 0},
+		{"t4", v100Key, 0.6},
+		{"a10", "", 0.4},
+		{"v100", v100Key, 0},
+		{"cpu", "", 0},
+	}
+	byName := map[string]*v1.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	for _, tc := range tests {
+		if got := adm.contention(byName[tc.node], tc.own); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("node %s, own key %q: contention %v, want %v", tc.node, tc.own, got, tc.want)
+		}
+	}
+	failing := func() ([]*v1.Node, map[string]*topology.NodeGPUs, error) { return nil, nil, errors.New("no nodes") }
+	var q placements
+	q.remember(st.MakePod().Name("a").NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj())
+	if _, err := q.admissionFor([]topology.Placement{{Key: t4Key, Share: 1}}, failing); err == nil {
+		t.Error("the fleet could not be read: want an error")
 	}
 }

@@ -99,7 +99,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		s.toAllocate = append(s.toAllocate, i)
 		toAllocate = append(toAllocate, claim)
 	}
-	s.podHost = podHost(pod)
+	s.podHost, s.placementKey = podHost(pod), placementKey(pod)
 	if len(toAllocate) > 0 {
 		session, adm, err := pl.newSession(ctx, toAllocate)
 		if err != nil {
@@ -136,11 +136,12 @@ func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.Cycle
 		return nil, fwk.AsStatus(err)
 	}
 	cs.Write(stateKey, &stateData{
-		session:     session,
-		admission:   adm,
-		podHost:     podHost(pod),
-		results:     make(map[string]*allocator.Result),
-		measureOnly: true,
+		session:      session,
+		admission:    adm,
+		placementKey: placementKey(pod),
+		podHost:      podHost(pod),
+		results:      make(map[string]*allocator.Result),
+		measureOnly:  true,
 	})
 	return nil, nil
 }
@@ -224,6 +225,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	host := hostUse(nodeInfo, s.podHost)
 	if host != nil {
 		host.Excluded = s.admission.excluded(node)
+		host.Contention = s.admission.contention(node, s.placementKey)
 	}
 	res, err := session.Allocate(actx, node, host)
 	observeAllocation(start, err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -80,6 +81,7 @@ func newTestEnv(t *testing.T, objs objects) *testEnv {
 		runtime.WithInformerFactory(factory),
 		runtime.WithEventRecorder(&events.FakeRecorder{}),
 		runtime.WithSharedDRAManager(draManager),
+		runtime.WithSnapshotSharedLister(schedcache.NewSnapshot(nil, objs.nodes)),
 	)
 	tCtx.ExpectNoError(err, "framework")
 	pl, err := New(tCtx, nil, fh, defaultGates())

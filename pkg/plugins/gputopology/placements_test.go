@@ -78,3 +78,44 @@ func TestLearnedPlacementExcludesNodes(t *testing.T) {
 		t.Errorf("fragmentation node-g2 %v, node-t4 %v; want node-g2 %v (the T4-pinned share of the requests loses node-g2's free GPUs)", got, before["node-t4"], want)
 	}
 }
+
+// TestLearnedPlacementContention: once T4-pinned pods are learned, a
+// GPU that an unconstrained pod takes on a T4 node costs, within
+// packing, the pressure of the T4-pinned requests on the T4 nodes' free
+// GPUs; the same GPU taken by a T4-pinned pod costs nothing more (its
+// own placement's pressure is the pod itself).
+func TestLearnedPlacementContention(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{modelNode("node-t4", "T4"), modelNode("node-g2", "G2")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{mixedSlice("node-t4"), mixedSlice("node-g2")},
+		claims:  []*resourceapi.ResourceClaim{claim("pinned", 1).Obj(), claim("loose", 1).Obj(), claim("loose-pinned", 1).Obj()},
+	})
+	t4Affinity := st.MakePod().NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj().Spec.Affinity
+	const pinned = 3
+	for i := range pinned {
+		pod := podWithClaims(fmt.Sprintf("pinned-%d", i), "pinned")
+		pod.Spec.Affinity = t4Affinity
+		cs := env.scheduleUpTo(pod, "node-t4")
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-t4"); !status.IsSuccess() {
+			t.Fatalf("Reserve %s: %v", pod.Name, status)
+		}
+		env.pl.Unreserve(env.tCtx, cs, pod, "node-t4")
+	}
+	cost := func(pod *v1.Pod) float64 {
+		q, ok := NodeQuality(env.scheduleUpTo(pod, "node-t4"), "node-t4")
+		if !ok {
+			t.Fatalf("%s: no quality measured on node-t4", pod.Name)
+		}
+		return q.PackingCost
+	}
+	pinnedPod := podWithClaims("loose-pinned", "loose-pinned")
+	pinnedPod.Spec.Affinity = t4Affinity
+	// The T4-pinned share of the requests (against the prior's, a tenth
+	// of learnerPrior) times all 4 free GPUs over node-t4's 2.
+	share := float64(pinned) / (pinned + learnerPrior/10)
+	want := share * 4 / 2
+	if got := cost(podWithClaims("loose", "loose")) - cost(pinnedPod); math.Abs(got-want) > 1e-9 {
+		t.Errorf("packing cost of a GPU on node-t4, unconstrained less T4-pinned pod: %v, want %v", got, want)
+	}
+}

@@ -146,7 +146,9 @@ func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.Res
 	if pl.learner != nil {
 		w, where := pl.learner.Estimate()
 		s.WithWorkload(w)
-		adm = pl.placements.admissionFor(where)
+		if adm, err = pl.placements.admissionFor(where, pl.fleetGPUs(ctx, inv, state)); err != nil {
+			return nil, nil, err
+		}
 	}
 	return s, adm, nil
 }

@@ -40,6 +40,8 @@ type stateData struct {
 	podHost topology.Host
 	// admission: where the classes of the session's workload may run.
 	admission *admission
+	// placementKey is the pod's own required placement (placementKey).
+	placementKey string
 	// measureOnly: the pod asks for no devices; the session only
 	// measures fragmentation and never refuses a node.
 	measureOnly bool
