@@ -362,16 +362,10 @@ func TestQualityStrandedByHost(t *testing.T) {
 // node with the pod's CPU only, and WithWorkload replaces the policy's
 // workload for the measure.
 func TestQualityRequestClass(t *testing.T) {
-	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
-	_, ctx := ktesting.NewTestContext(t)
-	f := DefaultFeatures()
-	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, e, inv := sharedNodeEngine(t)
 	pod := topology.Host{CPUMilli: 8000, MemoryMiB: 16384}
 	host := &HostUse{Free: topology.Host{CPUMilli: 10000, MemoryMiB: 262144}, Pod: pod}
-	res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), host)
+	res, err := e.NewSession(inv, testClasses, emptyState(), []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}).Allocate(ctx, node("node-sh"), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +374,7 @@ func TestQualityRequestClass(t *testing.T) {
 	}
 
 	w := topology.Workload{{GPUs: 1, Share: 1, Weight: 1, CPUMilli: 4000}}
-	res, err = e.NewSession(NewInventory(sl, f), testClasses, emptyState(), nil).WithWorkload(w).Allocate(ctx, node("node-sh"), host)
+	res, err = e.NewSession(inv, testClasses, emptyState(), nil).WithWorkload(w).Allocate(ctx, node("node-sh"), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,20 +388,27 @@ func TestQualityRequestClass(t *testing.T) {
 	}
 }
 
-// TestQualityContention: the GPUs a claim takes where other requests
-// will miss them add, times the contention, to the packing cost; a pod
-// without devices takes none.
-func TestQualityContention(t *testing.T) {
-	sl := []*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}
+// sharedNodeEngine is an engine with the default features and policy and
+// the inventory of node-sh, two shared GPUs of 80Gi.
+func sharedNodeEngine(t *testing.T) (context.Context, *Engine, *Inventory) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	f := DefaultFeatures()
 	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, e, NewInventory([]*resourceapi.ResourceSlice{sharedNode("node-sh", 2)}, f)
+}
+
+// TestQualityContention: the GPUs a claim takes where other requests
+// will miss them add, times the contention, to the packing cost; a pod
+// without devices takes none.
+func TestQualityContention(t *testing.T) {
+	ctx, e, inv := sharedNodeEngine(t)
 	cost := func(contention float64, claims ...*resourceapi.ResourceClaim) float64 {
 		host := &HostUse{Free: topology.Host{CPUMilli: 64000, MemoryMiB: 262144}, Contention: contention}
-		res, err := e.NewSession(NewInventory(sl, f), testClasses, emptyState(), claims).Allocate(ctx, node("node-sh"), host)
+		res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(ctx, node("node-sh"), host)
 		if err != nil {
 			t.Fatal(err)
 		}

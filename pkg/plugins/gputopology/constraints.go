@@ -1,7 +1,6 @@
 package gputopology
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -110,7 +109,7 @@ const rememberedPlacements = 4 * learnerClasses
 type admission struct {
 	where    []topology.Placement // the build it was made for
 	matchers []nodeaffinity.RequiredNodeAffinity
-	keys     []string
+	index    map[string]int // key -> matcher
 	shares   []float64
 	// pressure per matcher: its share of the requests times the fleet's
 	// free GPUs over the free GPUs of the nodes it admits (pressure).
@@ -125,6 +124,7 @@ type nodeExclusion struct {
 	node     *v1.Node
 	excluded float64
 	pressure float64
+	admits   []bool // per matcher
 }
 
 // fleetGPUs lists the nodes and their whole GPUs (free and all).
@@ -141,13 +141,13 @@ func (p *placements) admissionFor(where []topology.Placement, fleet fleetGPUs) (
 	if p.last != nil && sameBuild(p.last.where, where) {
 		return p.last, nil
 	}
-	a := &admission{where: where}
+	a := &admission{where: where, index: map[string]int{}}
 	used := make(map[string]bool, len(where))
 	for _, pl := range where {
 		if m, ok := p.byKey[pl.Key]; ok {
 			used[pl.Key] = true
+			a.index[pl.Key] = len(a.matchers)
 			a.matchers = append(a.matchers, m)
-			a.keys = append(a.keys, pl.Key)
 			a.shares = append(a.shares, pl.Share)
 		}
 	}
@@ -222,11 +222,10 @@ func (a *admission) contention(node *v1.Node, own string) float64 {
 	if a == nil || a.pressure == nil {
 		return 0
 	}
-	p := a.at(node).pressure
-	if i := slices.Index(a.keys, own); i >= 0 {
-		if ok, err := a.matchers[i].Match(node); ok && err == nil {
-			p -= a.pressure[i]
-		}
+	e := a.at(node)
+	p := e.pressure
+	if i, ok := a.index[own]; ok && e.admits[i] {
+		p -= a.pressure[i]
 	}
 	return min(1, max(0, p))
 }
@@ -242,13 +241,16 @@ func (a *admission) at(node *v1.Node) nodeExclusion {
 			return e
 		}
 	}
-	e := nodeExclusion{node: node}
+	e := nodeExclusion{node: node, admits: make([]bool, len(a.matchers))}
 	for i := range a.matchers {
 		// Match errors only on a selector the API server does not
 		// admit; such pods run nowhere, so they are excluded here too.
-		if ok, err := a.matchers[i].Match(node); !ok || err != nil {
+		ok, err := a.matchers[i].Match(node)
+		e.admits[i] = ok && err == nil
+		switch {
+		case !e.admits[i]:
 			e.excluded += a.shares[i]
-		} else if a.pressure != nil {
+		case a.pressure != nil:
 			e.pressure += a.pressure[i]
 		}
 	}
@@ -258,7 +260,7 @@ func (a *admission) at(node *v1.Node) nodeExclusion {
 
 // fleetGPUs lists the scheduler's nodes and their whole GPUs, free and
 // all, on the slices and allocated state of the session.
-func (pl *GPUTopology) fleetGPUs(ctx context.Context, inv *allocator.Inventory, state *allocator.AllocatedState) fleetGPUs {
+func (pl *GPUTopology) fleetGPUs(inv *allocator.Inventory, state *allocator.AllocatedState) fleetGPUs {
 	return func() ([]*v1.Node, map[string]*topology.NodeGPUs, error) {
 		lister := pl.fh.SnapshotSharedLister()
 		if lister == nil {

@@ -146,7 +146,7 @@ func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.Res
 	if pl.learner != nil {
 		w, where := pl.learner.Estimate()
 		s.WithWorkload(w)
-		if adm, err = pl.placements.admissionFor(where, pl.fleetGPUs(ctx, inv, state)); err != nil {
+		if adm, err = pl.placements.admissionFor(where, pl.fleetGPUs(inv, state)); err != nil {
 			return nil, nil, err
 		}
 	}
