@@ -25,7 +25,7 @@ func churnScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
-	spec := sim.ChurnSpec{Streams: streams, Seeds: seedList(f.seeds), Targets: chosen, Parallel: f.parallel}
+	spec := sim.ChurnSpec{Streams: streams, Seeds: seedList(f.seed, f.seeds), Targets: chosen, Parallel: f.parallel}
 	done, total := 0, len(spec.Streams)*len(spec.Seeds)*len(spec.Targets)
 	spec.Progress = func(r sim.ChurnRun) {
 		done++

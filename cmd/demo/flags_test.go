@@ -34,6 +34,10 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil || strings.Join(f.streams, ",") != "gb200,shared" || f.seeds != 3 {
 		t.Errorf("valid churn flags: %+v, %v", f, err)
 	}
+	f, err = parse([]string{"--scenario=openb-table", "--seed=4", "--seeds=7"})
+	if got := seedList(f.seed, f.seeds); err != nil || len(got) != 7 || got[0] != 4 || got[6] != 10 {
+		t.Errorf("--seed=4 --seeds=7: seeds %v, %v; want 4..10", got, err)
+	}
 	f, err = parse([]string{"--scenario=openb-table", "--schedulers=in-tree"})
 	if err != nil {
 		t.Fatal(err)

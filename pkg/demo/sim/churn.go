@@ -254,12 +254,3 @@ func podClaim(pod *v1.Pod, entry string, spec resourceapi.ResourceClaimSpec) *re
 	pod.Status.ResourceClaimStatuses = append(pod.Status.ResourceClaimStatuses, v1.PodResourceClaimStatus{Name: entry, ResourceClaimName: ptr.To(claim.Name)})
 	return claim
 }
-
-// sequential is cfg filtering nodes one at a time: with parallel Filter
-// the feasible nodes come in the order the workers finish, and ties
-// between equal scores go by that order, so a run would not repeat.
-func sequential(cfg *schedconfig.KubeSchedulerConfiguration) *schedconfig.KubeSchedulerConfiguration {
-	out := *cfg
-	out.Parallelism = 1
-	return &out
-}

@@ -22,6 +22,8 @@ const podClaimAnnotation = "resource.kubernetes.io/pod-claim-name"
 // RunOpenB replays pods in order through target's profile on its own
 // copy of nodes (the same objects the API-server replay creates), each
 // pod decided before the next arrives, none deleted unless rejected.
+// Filter runs on one goroutine, so a replay repeats exactly: the same
+// seed gives the same placements (run several replays at once for speed).
 func RunOpenB(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, t replay.Target, nodes []openb.Node, pods []openb.Pod) (*replay.OpenBOutcome, error) {
 	return runOpenB(ctx, cfg, t, nodes, pods, nil)
 }
@@ -39,7 +41,7 @@ func runOpenB(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	if _, err := fleet.StartOpenB(ctx, client, nodes, []string{t.Copy}); err != nil {
 		return nil, err
 	}
-	s, err := New(ctx, cfg, client)
+	s, err := New(ctx, sequential(cfg), client)
 	if err != nil {
 		return nil, err
 	}

@@ -160,3 +160,36 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 		}
 	}
 }
+
+// An in-process replay repeats exactly: the same pods through the same
+// profile land on the same nodes, so a table's spread over seeds is the
+// seeds', not the run's (with parallel Filter, feasible nodes came in the
+// order the workers finished and ties went by that order).
+func TestOpenBReplayRepeats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg, err := ShippedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, arrivals := sample(t, 40, 3)
+	for _, target := range targets {
+		first, err := RunOpenB(ctx, cfg, target, nodes, arrivals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := RunOpenB(ctx, cfg, target, nodes, arrivals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for k, p := range first.Pods {
+			if p.Node != again.Pods[k].Node {
+				differ++
+			}
+		}
+		if differ > 0 {
+			t.Errorf("%s: %d of %d pods placed differently by the same replay run twice", target.Name, differ, len(first.Pods))
+		}
+	}
+}

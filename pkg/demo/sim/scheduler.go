@@ -127,6 +127,15 @@ func New(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, clien
 	return s, nil
 }
 
+// sequential is cfg filtering nodes one at a time: with parallel Filter
+// the feasible nodes come in the order the workers finish, and ties
+// between equal scores go by that order, so a run would not repeat.
+func sequential(cfg *schedconfig.KubeSchedulerConfiguration) *schedconfig.KubeSchedulerConfiguration {
+	out := *cfg
+	out.Parallelism = 1
+	return &out
+}
+
 // Stop ends the scheduler and waits for it.
 func (s *Scheduler) Stop() {
 	s.cancel()
