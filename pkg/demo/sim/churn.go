@@ -93,7 +93,7 @@ func RunChurn(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	if err != nil {
 		return ChurnRun{}, err
 	}
-	s, err := New(ctx, sequential(cfg), client)
+	s, err := New(ctx, cfg, client)
 	if err != nil {
 		return ChurnRun{}, err
 	}

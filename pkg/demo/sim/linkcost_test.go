@@ -81,7 +81,7 @@ func TestLinkClassCostKeepsLinksAcrossNodes(t *testing.T) {
 			// roomy-0 loses one pair and keeps three.
 			hold(ctx, t, client, l, "full-0", func(pair, numa int64, first bool) bool { return !first || (pair != 0 || numa != 0) && pair != 2 })
 			hold(ctx, t, client, l, "roomy-0", func(pair, _ int64, _ bool) bool { return pair == 0 })
-			s, err := New(ctx, sequential(cfg), client)
+			s, err := New(ctx, cfg, client)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func runOpenB(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	if _, err := fleet.StartOpenB(ctx, client, nodes, []string{t.Copy}); err != nil {
 		return nil, err
 	}
-	s, err := New(ctx, sequential(cfg), client)
+	s, err := New(ctx, cfg, client)
 	if err != nil {
 		return nil, err
 	}

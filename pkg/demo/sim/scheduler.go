@@ -90,7 +90,10 @@ func NewClient() *Client {
 
 // New starts kube-scheduler with cfg's profiles and gputopo's plugins on
 // client (from NewClient), which holds the fleet (nodes, slices,
-// classes). Stop ends it.
+// classes). Stop ends it. Filter runs on one goroutine whatever cfg's
+// parallelism: with parallel Filter the feasible nodes come in the order
+// the workers finish and ties between equal scores go by that order, so
+// a run would not repeat.
 func New(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, client *Client) (*Scheduler, error) {
 	s := &Scheduler{Client: client, pending: map[string]chan Outcome{}, done: make(chan struct{})}
 	client.PrependReactor("create", "pods", s.bind)
@@ -103,7 +106,7 @@ func New(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, clien
 		scheduler.WithProfiles(cfg.Profiles...),
 		scheduler.WithFrameworkOutOfTreeRegistry(registry.Registry()),
 		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
-		scheduler.WithParallelism(cfg.Parallelism),
+		scheduler.WithParallelism(1),
 		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
 		scheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds))
 	if err != nil {
@@ -125,15 +128,6 @@ func New(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, clien
 	}
 	go func() { defer close(s.done); sched.Run(ctx) }()
 	return s, nil
-}
-
-// sequential is cfg filtering nodes one at a time: with parallel Filter
-// the feasible nodes come in the order the workers finish, and ties
-// between equal scores go by that order, so a run would not repeat.
-func sequential(cfg *schedconfig.KubeSchedulerConfiguration) *schedconfig.KubeSchedulerConfiguration {
-	out := *cfg
-	out.Parallelism = 1
-	return &out
 }
 
 // Stop ends the scheduler and waits for it.
