@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,32 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 	if chosen, err := tableTargets(f.schedulers); err != nil || len(chosen) != 1 || chosen[0].SchedulerName != "default-scheduler" {
 		t.Errorf("--schedulers=in-tree: targets %+v, %v; want the default-scheduler profile only", chosen, err)
+	}
+}
+
+// A --scheduler-config without a profile that --schedulers replays is
+// refused before anything runs, naming the file and the profile.
+func TestSchedulerConfigMustHaveTheReplayedProfiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "only-gputopo.yaml")
+	cfg := `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gputopo-scheduler
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parse([]string{"--scenario=churn", "--scheduler-config=" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = inProcessProfiles(f)
+	want := "--scheduler-config=" + path + ": no profile with schedulerName default-scheduler"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("both profiles from a file with one: error %v, want one containing %q", err, want)
+	}
+	f.schedulers = []string{"gputopo"}
+	if _, chosen, err := inProcessProfiles(f); err != nil || len(chosen) != 1 {
+		t.Errorf("--schedulers=gputopo from a file with its profile: %v, %v", chosen, err)
 	}
 }

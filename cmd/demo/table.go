@@ -79,7 +79,21 @@ func inProcessProfiles(f flags) (*schedconfig.KubeSchedulerConfiguration, []repl
 		return nil, nil, err
 	}
 	chosen, err := tableTargets(f.schedulers)
-	return cfg, chosen, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, chosen, profilesPresent(cfg, chosen, f.schedulerConfig)
+}
+
+// profilesPresent checks that cfg has a profile for every chosen target:
+// a pod for a missing one would wait for a decision that never comes.
+func profilesPresent(cfg *schedconfig.KubeSchedulerConfiguration, chosen []replay.Target, path string) error {
+	for _, t := range chosen {
+		if !slices.ContainsFunc(cfg.Profiles, func(p schedconfig.KubeSchedulerProfile) bool { return p.SchedulerName == t.SchedulerName }) {
+			return fmt.Errorf("--scheduler-config=%s: no profile with schedulerName %s, which --schedulers asks to replay (%s)", path, t.SchedulerName, t.Name)
+		}
+	}
+	return nil
 }
 
 // seedList is the n seeds from first on: a long table can be split

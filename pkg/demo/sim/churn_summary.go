@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/gputopo/gputopo/pkg/demo/report"
@@ -97,7 +98,7 @@ func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Ta
 			main.Rows = append(main.Rows, row)
 		}
 		if len(copies) > 1 {
-			main.Rows = append(main.Rows, seedsAtLeast(st, cells, copies))
+			main.Rows = append(main.Rows, seedsAtLeast(st, cells, copies), servedDifference(st, cells, copies))
 		}
 	}
 	return []report.Table{main, churnKinds(streams, cells, targets, copies)}
@@ -118,21 +119,79 @@ func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []
 			continue
 		}
 		total, before := 0, 0
-		for i, r := range first.runs {
-			if i >= len(other.runs) {
-				break
-			}
-			if r.Served >= other.runs[i].Served {
+		pairs := pairedBySeed(first, other)
+		for _, p := range pairs {
+			if p[0].Served >= p[1].Served {
 				total++
 			}
-			if r.ServedBeforeRejection >= other.runs[i].ServedBeforeRejection {
+			if p[0].ServedBeforeRejection >= p[1].ServedBeforeRejection {
 				before++
 			}
 		}
-		verdicts = append(verdicts, fmt.Sprintf("%d / %d of %d seeds against %s", total, before, len(first.runs), cp))
+		verdicts = append(verdicts, fmt.Sprintf("%d / %d of %d seeds against %s", total, before, len(pairs), cp))
 	}
 	row = append(row, strings.Join(verdicts, "; "))
 	return append(row, make([]string, len(copies)-1)...)
+}
+
+// servedDifference is the row of how many more jobs copies[0] served
+// than each other target, seed by seed: the mean and its standard error,
+// which says whether a difference is more than the seeds' noise.
+func servedDifference(st string, cells map[[2]string]*churnCell, copies []string) []string {
+	first := cells[[2]string{st, copies[0]}]
+	row := []string{st, "more jobs served, per seed (mean ± standard error)"}
+	var verdicts []string
+	for _, cp := range copies[1:] {
+		other := cells[[2]string{st, cp}]
+		if first == nil || other == nil {
+			continue
+		}
+		var diffs []float64
+		for _, p := range pairedBySeed(first, other) {
+			diffs = append(diffs, float64(p[0].Served-p[1].Served))
+		}
+		verdicts = append(verdicts, meanAndError(diffs)+" against "+cp)
+	}
+	row = append(row, strings.Join(verdicts, "; "))
+	return append(row, make([]string, len(copies)-1)...)
+}
+
+// pairedBySeed pairs a's runs with b's of the same seed, in a's order;
+// seeds only one of them ran are left out.
+func pairedBySeed(a, b *churnCell) [][2]ChurnRun {
+	bySeed := map[uint64]ChurnRun{}
+	for _, r := range b.runs {
+		bySeed[r.Seed] = r
+	}
+	var out [][2]ChurnRun
+	for _, r := range a.runs {
+		if o, ok := bySeed[r.Seed]; ok {
+			out = append(out, [2]ChurnRun{r, o})
+		}
+	}
+	return out
+}
+
+// meanAndError formats the mean of xs with its standard error (the
+// sample standard deviation over the square root of the count).
+func meanAndError(xs []float64) string {
+	n := float64(len(xs))
+	if n == 0 {
+		return "no common seeds"
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / n
+	if len(xs) == 1 {
+		return fmt.Sprintf("%+.1f (1 seed)", mean)
+	}
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return fmt.Sprintf("%+.1f ± %.1f", mean, math.Sqrt(ss/(n-1)/n))
 }
 
 func churnKinds(streams []string, cells map[[2]string]*churnCell, targets, copies []string) report.Table {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,31 @@ func TestChurnDeparturesFreeDevices(t *testing.T) {
 	}
 }
 
+// The served difference pairs runs by seed, whatever their order, and
+// gives its standard error over the seeds.
+func TestServedDifferencePairsSeeds(t *testing.T) {
+	g, i := targets[0], targets[1]
+	served := [][2]int{{10, 8}, {7, 8}, {9, 9}, {13, 8}} // seeds 1-4
+	var runs []ChurnRun
+	for k, n := range served {
+		runs = append(runs, ChurnRun{Stream: "s", Seed: uint64(k + 1), Target: g, Served: n[0]})
+	}
+	for k := len(served) - 1; k >= 0; k-- { // the other target in the opposite order
+		runs = append(runs, ChurnRun{Stream: "s", Seed: uint64(k + 1), Target: i, Served: served[k][1]})
+	}
+	_, cells := churnCells(runs)
+	// Differences 2, -1, 0, 5: mean 1.5, sd √7, standard error 1.32.
+	want := []string{"s", "more jobs served, per seed (mean ± standard error)", "+1.5 ± 1.3 against intree", ""}
+	if got := servedDifference("s", cells, []string{g.Copy, i.Copy}); !slices.Equal(got, want) {
+		t.Errorf("servedDifference = %q, want %q", got, want)
+	}
+	onlyOne := slices.DeleteFunc(slices.Clone(runs), func(r ChurnRun) bool { return r.Target.Copy != g.Copy })
+	_, cells = churnCells(onlyOne)
+	if got := servedDifference("s", cells, []string{g.Copy, i.Copy})[2]; got != "" {
+		t.Errorf("without the other target's runs: %q, want empty", got)
+	}
+}
+
 func TestChurnQualityAndTables(t *testing.T) {
 	g, i := targets[0], targets[1]
 	runs := []ChurnRun{
@@ -112,6 +138,8 @@ QUALITY churn/mig/seed1 gpus-held-percent gputopo=0.0 intree=0.0
 		"| pairs | jobs served | 9.0 (9–9) | 8.0 (8–8) |",
 		"| pairs | multi-GPU claims at their node's best link class, % | 100.0 (4 claims) | 25.0 (4 claims) |",
 		"| pairs | at least as many served (in total / before the first rejection) | 1 / 0 of 1 seeds against intree |  |",
+		"| pairs | more jobs served, per seed (mean ± standard error) | +1.0 (1 seed) against intree |  |",
+		"| mig | more jobs served, per seed (mean ± standard error) | +0.0 (1 seed) against intree |  |",
 		"| mig | multi-GPU claims at their node's best link class, % | – | – |",
 		"| pairs | 2-gpu | 9 (10) | 8 (10) |",
 	} {
