@@ -107,19 +107,8 @@ func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Ta
 // seedsAtLeast is the row of seeds on which copies[0] served at least as
 // many jobs, and as many before the first rejection, as every other.
 func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []string {
-	first := cells[[2]string{st, copies[0]}]
-	row := []string{st, "at least as many served (in total / before the first rejection)"}
-	if first == nil {
-		return append(row, make([]string, len(copies))...)
-	}
-	var verdicts []string
-	for _, cp := range copies[1:] {
-		other := cells[[2]string{st, cp}]
-		if other == nil {
-			continue
-		}
+	return againstOthers(st, "at least as many served (in total / before the first rejection)", cells, copies, func(pairs [][2]ChurnRun) string {
 		total, before := 0, 0
-		pairs := pairedBySeed(first, other)
 		for _, p := range pairs {
 			if p[0].Served >= p[1].Served {
 				total++
@@ -128,31 +117,36 @@ func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []
 				before++
 			}
 		}
-		verdicts = append(verdicts, fmt.Sprintf("%d / %d of %d seeds against %s", total, before, len(pairs), cp))
-	}
-	row = append(row, strings.Join(verdicts, "; "))
-	return append(row, make([]string, len(copies)-1)...)
+		return fmt.Sprintf("%d / %d of %d seeds", total, before, len(pairs))
+	})
 }
 
 // servedDifference is the row of how many more jobs copies[0] served
 // than each other target, seed by seed: the mean and its standard error,
 // which says whether a difference is more than the seeds' noise.
 func servedDifference(st string, cells map[[2]string]*churnCell, copies []string) []string {
-	first := cells[[2]string{st, copies[0]}]
-	row := []string{st, "more jobs served, per seed (mean ± standard error)"}
+	return againstOthers(st, "more jobs served, per seed (mean ± standard error)", cells, copies, func(pairs [][2]ChurnRun) string {
+		diffs := make([]float64, len(pairs))
+		for i, p := range pairs {
+			diffs[i] = float64(p[0].Served - p[1].Served)
+		}
+		return meanAndError(diffs)
+	})
+}
+
+// againstOthers is a row comparing copies[0]'s runs of stream st with
+// each other target's of the same seeds: verdict's word on each pairing,
+// in copies[0]'s column; the other columns stay empty.
+func againstOthers(st, measure string, cells map[[2]string]*churnCell, copies []string, verdict func([][2]ChurnRun) string) []string {
 	var verdicts []string
-	for _, cp := range copies[1:] {
-		other := cells[[2]string{st, cp}]
-		if first == nil || other == nil {
-			continue
+	if first := cells[[2]string{st, copies[0]}]; first != nil {
+		for _, cp := range copies[1:] {
+			if other := cells[[2]string{st, cp}]; other != nil {
+				verdicts = append(verdicts, verdict(pairedBySeed(first, other))+" against "+cp)
+			}
 		}
-		var diffs []float64
-		for _, p := range pairedBySeed(first, other) {
-			diffs = append(diffs, float64(p[0].Served-p[1].Served))
-		}
-		verdicts = append(verdicts, meanAndError(diffs)+" against "+cp)
 	}
-	row = append(row, strings.Join(verdicts, "; "))
+	row := []string{st, measure, strings.Join(verdicts, "; ")}
 	return append(row, make([]string, len(copies)-1)...)
 }
 
