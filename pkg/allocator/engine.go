@@ -81,6 +81,10 @@ type Session struct {
 	legacy  bool // see legacyFeatures
 	// workload replaces the policy's for Packing when set.
 	workload topology.Workload
+	// compiled is the workload Packing measures against, ordered for
+	// Fragmentation once per session (compiledWorkload).
+	compileOnce sync.Once
+	compiled    *topology.CompiledWorkload
 
 	// shared marks devices that hold at least one shared (consumable
 	// capacity) allocation in the ledger.
@@ -98,6 +102,13 @@ func (s *Session) WithWorkload(w topology.Workload) *Session {
 		s.workload = w
 	}
 	return s
+}
+
+// compiledWorkload is w (the run's workload: the session's or the
+// policy's, the same for every run of the session) compiled once.
+func (s *Session) compiledWorkload(w topology.Workload) *topology.CompiledWorkload {
+	s.compileOnce.Do(func() { s.compiled = w.Compile() })
+	return s.compiled
 }
 
 // NewSession prepares the allocation of claims, which must all still need

@@ -275,18 +275,34 @@ func (r *run) measure(withRun bool) Quality {
 				r.fragScratch[len(ro.shared)+i] = 1
 			}
 		}
-		var host *topology.Host
 		excluded := 0.0
+		if r.host != nil {
+			excluded = r.host.Excluded
+		}
+		q.Fragmentation = r.nodeFragmentation(withRun).Of(r.fragScratch, excluded)
+	}
+	return q
+}
+
+// nodeFragmentation is the workload on the node's CPU and memory left
+// without or with the run (all classes fit where the host is unknown).
+func (r *run) nodeFragmentation(withRun bool) *topology.NodeFragmentation {
+	i := 0
+	if withRun {
+		i = 1
+	}
+	if r.nodeFrag[i] == nil {
+		var host *topology.Host
 		if r.host != nil {
 			h := r.host.Free
 			if withRun {
 				h = r.host.after()
 			}
-			host, excluded = &h, r.host.Excluded
+			host = &h
 		}
-		q.Fragmentation = topology.Fragmentation(r.fragScratch, host, excluded, r.pol.Workload)
+		r.nodeFrag[i] = r.s.compiledWorkload(r.pol.Workload).For(host)
 	}
-	return q
+	return r.nodeFrag[i]
 }
 
 // contention is the GPUs the run takes that requests which may run on

@@ -14,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // The search is a depth-first walk over claims, requests and devices in
@@ -82,9 +84,12 @@ type run struct {
 	// Scratch space for scoring, reused across leaves.
 	intactScratch []int
 	fragScratch   []float64
-	shareBases    []shareBase
-	freeBuf       []int64
-	tentBuf       []int64
+	// nodeFrag is the workload on the node's host without and with the
+	// run (measure's withRun), built on first use.
+	nodeFrag   [2]*topology.NodeFragmentation
+	shareBases []shareBase
+	freeBuf    []int64
+	tentBuf    []int64
 }
 
 type pick struct {

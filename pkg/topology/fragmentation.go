@@ -123,41 +123,10 @@ func HostPressure(freeBefore, freeAfter float64, free, pod Host) float64 {
 // excluded one. This is what keeps unconstrained pods off the GPU models
 // that constrained ones need: a node few requests can use gains more
 // from being filled.
+//
+// To measure many nodes against one workload, Compile it once and take
+// each host's NodeFragmentation: the same figure without a pass over the
+// classes per measurement.
 func Fragmentation(free []float64, host *Host, excluded float64, w Workload) float64 {
-	var total, full, partial float64
-	fullCount := 0
-	for _, f := range free {
-		total += f
-		if f >= 1 {
-			full += f
-			fullCount++
-		} else {
-			partial += f
-		}
-	}
-	var sum, weights float64
-	for _, c := range w {
-		weights += c.Weight
-		var frag float64
-		switch {
-		case !c.fits(host):
-			frag = total
-		case c.Share < 1:
-			for _, f := range free {
-				if f < c.Share {
-					frag += f
-				}
-			}
-		case fullCount >= c.GPUs:
-			frag = partial
-		default:
-			frag = total
-		}
-		sum += c.Weight * frag
-	}
-	if weights == 0 {
-		return 0
-	}
-	excluded = min(1, max(0, excluded))
-	return (1-excluded)*sum/weights + excluded*total
+	return w.Compile().For(host).Of(free, excluded)
 }
