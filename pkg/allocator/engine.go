@@ -81,8 +81,8 @@ type Session struct {
 	legacy  bool // see legacyFeatures
 	// workload replaces the policy's for Packing when set.
 	workload topology.Workload
-	// compiled is the workload Packing measures against, ordered for
-	// Fragmentation once per session (compiledWorkload).
+	// compiled is the workload Packing measures against (workload, or
+	// the policy's), grouped for Fragmentation once per session.
 	compileOnce sync.Once
 	compiled    *topology.CompiledWorkload
 
@@ -104,10 +104,16 @@ func (s *Session) WithWorkload(w topology.Workload) *Session {
 	return s
 }
 
-// compiledWorkload is w (the run's workload: the session's or the
-// policy's, the same for every run of the session) compiled once.
-func (s *Session) compiledWorkload(w topology.Workload) *topology.CompiledWorkload {
-	s.compileOnce.Do(func() { s.compiled = w.Compile() })
+// compiledWorkload is the workload Packing measures against, compiled
+// on first use.
+func (s *Session) compiledWorkload() *topology.CompiledWorkload {
+	s.compileOnce.Do(func() {
+		w := s.eng.policy.Workload
+		if s.workload != nil {
+			w = s.workload
+		}
+		s.compiled = w.Compile()
+	})
 	return s.compiled
 }
 

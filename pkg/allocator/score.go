@@ -300,7 +300,7 @@ func (r *run) nodeFragmentation(withRun bool) *topology.NodeFragmentation {
 			}
 			host = &h
 		}
-		r.nodeFrag[i] = r.s.compiledWorkload(r.pol.Workload).For(host)
+		r.nodeFrag[i] = r.s.compiledWorkload().For(host)
 	}
 	return r.nodeFrag[i]
 }

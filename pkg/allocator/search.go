@@ -115,9 +115,6 @@ func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*r
 		gpusBefore: -1,
 		deadline:   deadlineOf(ctx),
 	}
-	if s.workload != nil {
-		r.pol.Workload = s.workload
-	}
 	for i, p := range view.pools {
 		if len(p.counterTotal) > 0 {
 			r.used[i] = make([]int64, len(p.counterTotal))
