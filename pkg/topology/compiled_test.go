@@ -3,22 +3,15 @@ package topology
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
 // fragmentationByClass is Fragmentation as its comment states it, one
 // class at a time: the reference the compiled form must agree with.
 func fragmentationByClass(free []float64, host *Host, excluded float64, w Workload) float64 {
-	var total, partial float64
-	fullCount := 0
-	for _, f := range free {
-		total += f
-		if f >= 1 {
-			fullCount++
-		} else {
-			partial += f
-		}
-	}
+	partials := slices.DeleteFunc(slices.Clone(free), func(f float64) bool { return f >= 1 })
+	total, partial, fullCount := sum(free), sum(partials), len(free)-len(partials)
 	var sum, weights float64
 	for _, c := range w {
 		weights += c.Weight
@@ -42,6 +35,14 @@ func fragmentationByClass(free []float64, host *Host, excluded float64, w Worklo
 	}
 	excluded = min(1, max(0, excluded))
 	return (1-excluded)*sum/weights + excluded*total
+}
+
+func sum(values []float64) float64 {
+	s := 0.0
+	for _, v := range values {
+		s += v
+	}
+	return s
 }
 
 func randomWorkload(rng *rand.Rand) Workload {
