@@ -130,7 +130,7 @@ func (nf *NodeFragmentation) Of(free []float64, excluded float64) float64 {
 // len(values) if none is.
 func firstAbove(values []float64, f float64) int {
 	if len(values) == 0 || f >= values[len(values)-1] {
-		return len(values) // a fully free GPU: no share class strands it
+		return len(values) // no share class asks more than f: none strands it
 	}
 	for i, v := range values {
 		if v > f {

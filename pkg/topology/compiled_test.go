@@ -17,7 +17,7 @@ func fragmentationByClass(free []float64, host *Host, excluded float64, w Worklo
 		weights += c.Weight
 		frag := total
 		switch {
-		case !c.fits(host):
+		case host != nil && (c.CPUMilli > host.CPUMilli || c.MemoryMiB > host.MemoryMiB):
 		case c.Share < 1:
 			frag = 0
 			for _, f := range free {

@@ -22,12 +22,6 @@ type Host struct {
 	CPUMilli, MemoryMiB int64
 }
 
-// fits reports whether a pod of the class finds its CPU and memory on a
-// node with h left; nil h (unknown) fits everything.
-func (c TaskClass) fits(h *Host) bool {
-	return h == nil || (c.CPUMilli <= h.CPUMilli && c.MemoryMiB <= h.MemoryMiB)
-}
-
 // Workload is the expected mix of future requests; FGD ("fragmentation
 // gradient descent", Weng et al., ATC'23) measures fragmentation against it.
 type Workload []TaskClass
