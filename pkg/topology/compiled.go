@@ -95,6 +95,9 @@ func (cw *CompiledWorkload) For(host *Host) *NodeFragmentation {
 // [0, 1]) and the share excluded of future requests that may not run
 // there.
 func (nf *NodeFragmentation) Of(free []float64, excluded float64) float64 {
+	if nf.cw.weights == 0 {
+		return 0
+	}
 	var total, partial, shares float64
 	fullCount := 0
 	for _, f := range free {
@@ -108,9 +111,6 @@ func (nf *NodeFragmentation) Of(free []float64, excluded float64) float64 {
 		if i := firstAbove(nf.cw.shareAt, f); i < len(nf.shareAbove) {
 			shares += f * nf.shareAbove[i]
 		}
-	}
-	if nf.cw.weights == 0 {
-		return 0
 	}
 	// A whole-GPU class strands the partial GPUs of a node with as many
 	// full ones as it needs, and every GPU of one with fewer.

@@ -12,7 +12,7 @@ import (
 func fragmentationByClass(free []float64, host *Host, excluded float64, w Workload) float64 {
 	partials := slices.DeleteFunc(slices.Clone(free), func(f float64) bool { return f >= 1 })
 	total, partial, fullCount := sum(free), sum(partials), len(free)-len(partials)
-	var sum, weights float64
+	var weighted, weights float64
 	for _, c := range w {
 		weights += c.Weight
 		frag := total
@@ -28,13 +28,13 @@ func fragmentationByClass(free []float64, host *Host, excluded float64, w Worklo
 		case fullCount >= c.GPUs:
 			frag = partial
 		}
-		sum += c.Weight * frag
+		weighted += c.Weight * frag
 	}
 	if weights == 0 {
 		return 0
 	}
 	excluded = min(1, max(0, excluded))
-	return (1-excluded)*sum/weights + excluded*total
+	return (1-excluded)*weighted/weights + excluded*total
 }
 
 func sum(values []float64) float64 {
