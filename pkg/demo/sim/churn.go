@@ -31,6 +31,12 @@ type ChurnRun struct {
 	// ServedBeforeRejection counts the jobs served before the first
 	// rejected one (all of them when none was).
 	ServedBeforeRejection int
+	// RejectedWithRoom counts the jobs turned away while the fleet had
+	// at least as many GPUs free as they ask for (a MIG profile or a
+	// share counts its fraction of a GPU): turned away by how the free
+	// capacity was spread, not by how much there was. The rest of the
+	// rejections no placement could have avoided at that moment.
+	RejectedWithRoom int
 	// MultiGPU counts the served claims of two or more whole GPUs for
 	// which, when they arrived, some node had that many free GPUs at the
 	// best link class it offers so many; AtBestLink of them got it.
@@ -98,7 +104,7 @@ func RunChurn(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		return ChurnRun{}, err
 	}
 	defer s.Stop()
-	c := &churn{s: s, st: st, t: t, links: l, run: ChurnRun{Stream: st.Name, Target: t, Seed: seed}}
+	c := &churn{s: s, st: st, t: t, links: l, capacity: capacity, run: ChurnRun{Stream: st.Name, Target: t, Seed: seed}}
 	for _, k := range st.Kinds {
 		c.run.Kinds = append(c.run.Kinds, KindCount{Kind: k.Name})
 	}
@@ -119,11 +125,12 @@ func RunChurn(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 
 // churn is one run in progress.
 type churn struct {
-	s     *Scheduler
-	st    Stream
-	t     replay.Target
-	links *links
-	run   ChurnRun
+	s        *Scheduler
+	st       Stream
+	t        replay.Target
+	links    *links
+	capacity float64 // the fleet's GPUs
+	run      ChurnRun
 
 	held       departures
 	rejected   bool
@@ -159,6 +166,9 @@ func (c *churn) arrive(ctx context.Context, j job) error {
 	c.run.Kinds[j.kind].Arrived++
 	if out.Node == "" {
 		c.rejected = true
+		if c.capacity-c.allocated >= kind.Template.GPUs-1e-9 {
+			c.run.RejectedWithRoom++
+		}
 		return nil
 	}
 	c.run.Served++

@@ -80,6 +80,9 @@ func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Ta
 			return fmt.Sprintf("%.1f", c.mean(func(r ChurnRun) float64 { return r.AllocatedPercent }))
 		}},
 		{"jobs rejected", func(c *churnCell) string { return c.span(func(r ChurnRun) int { return r.Jobs - r.Served }) }},
+		{"of them with as many GPUs free in the fleet as asked for", func(c *churnCell) string {
+			return c.span(func(r ChurnRun) int { return r.RejectedWithRoom })
+		}},
 	}
 	main := report.Table{
 		Caption: "Churn streams: jobs arrive and leave, each tried once; mean over the seeds (range)",

@@ -73,6 +73,7 @@ func WriteChurnQuality(w io.Writer, runs []ChurnRun) error {
 		{"served", func(r ChurnRun) string { return fmt.Sprint(r.Served) }},
 		{"served-before-first-rejection", func(r ChurnRun) string { return fmt.Sprint(r.ServedBeforeRejection) }},
 		{"best-link-class-percent", func(r ChurnRun) string { return fmt.Sprintf("%.1f", r.BestLinkPercent()) }},
+		{"rejected-with-room", func(r ChurnRun) string { return fmt.Sprint(r.RejectedWithRoom) }},
 		{"gpus-held-percent", func(r ChurnRun) string { return fmt.Sprintf("%.1f", r.AllocatedPercent) }},
 	}
 	var b strings.Builder

@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/demo/fleet"
+	"github.com/gputopo/gputopo/pkg/demo/replay"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
 )
@@ -76,6 +78,46 @@ func TestChurnDeparturesFreeDevices(t *testing.T) {
 		if run.AllocatedPercent <= 0 || run.AllocatedPercent > 100 {
 			t.Errorf("%s: time-averaged allocation %.1f%%", target.Name, run.AllocatedPercent)
 		}
+		if run.RejectedWithRoom != 0 {
+			t.Errorf("%s: %d rejections counted with room in the fleet; every one found the only node full", target.Name, run.RejectedWithRoom)
+		}
+	}
+}
+
+// A rejection counts as one with room when the fleet had as many GPUs
+// free as the job asked for: 5-GPU jobs on two 8-GPU nodes are turned
+// away only while both nodes hold one (6 GPUs free, none of them
+// usable), so every rejection has room, and the jobs served are those
+// of a two-server loss system.
+func TestChurnCountsRejectionsWithRoom(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg, err := ShippedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := JobKind{Name: "5-gpu", Weight: 1, Template: replay.ClaimTemplate{Class: contract.ClassGPU, Count: 5, GPUs: 5, Kind: "5-gpu"}}
+	st := Stream{Name: "two-nodes", Jobs: 60, Load: 2, Kinds: []JobKind{five},
+		Fleet: []fleet.NodeGroup{{Name: "dgx", Count: 2, Shape: mocknvml.DGXH100, Mode: config.Whole}}}
+	want, busy := 0, []float64{-1, -1}
+	for _, j := range st.jobs(3, 16) {
+		if i := slices.IndexFunc(busy, func(until float64) bool { return until <= j.arrive }); i >= 0 {
+			want++
+			busy[i] = j.leave
+		}
+	}
+	if want == st.Jobs || want < 5 {
+		t.Fatalf("the draw serves %d of %d jobs; pick a seed that rejects some", want, st.Jobs)
+	}
+	for _, target := range targets {
+		run, err := RunChurn(ctx, cfg, st, 3, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Served != want || run.RejectedWithRoom != st.Jobs-want {
+			t.Errorf("%s: served %d, %d rejected with room; want %d served and the other %d rejected with room",
+				target.Name, run.Served, run.RejectedWithRoom, want, st.Jobs-want)
+		}
 	}
 }
 
@@ -107,7 +149,7 @@ func TestServedDifferencePairsSeeds(t *testing.T) {
 func TestChurnQualityAndTables(t *testing.T) {
 	g, i := targets[0], targets[1]
 	runs := []ChurnRun{
-		{Stream: "pairs", Seed: 1, Target: g, Jobs: 10, Served: 9, ServedBeforeRejection: 7, MultiGPU: 4, AtBestLink: 4, AllocatedPercent: 50,
+		{Stream: "pairs", Seed: 1, Target: g, Jobs: 10, Served: 9, ServedBeforeRejection: 7, RejectedWithRoom: 1, MultiGPU: 4, AtBestLink: 4, AllocatedPercent: 50,
 			Kinds: []KindCount{{Kind: "2-gpu", Arrived: 10, Served: 9}}},
 		{Stream: "pairs", Seed: 1, Target: i, Jobs: 10, Served: 8, ServedBeforeRejection: 8, MultiGPU: 4, AtBestLink: 1, AllocatedPercent: 40,
 			Kinds: []KindCount{{Kind: "2-gpu", Arrived: 10, Served: 8}}},
@@ -121,9 +163,11 @@ func TestChurnQualityAndTables(t *testing.T) {
 	want := `QUALITY churn/pairs/seed1 served gputopo=9 intree=8
 QUALITY churn/pairs/seed1 served-before-first-rejection gputopo=7 intree=8
 QUALITY churn/pairs/seed1 best-link-class-percent gputopo=100.0 intree=25.0
+QUALITY churn/pairs/seed1 rejected-with-room gputopo=1 intree=0
 QUALITY churn/pairs/seed1 gpus-held-percent gputopo=50.0 intree=40.0
 QUALITY churn/mig/seed1 served gputopo=5 intree=5
 QUALITY churn/mig/seed1 served-before-first-rejection gputopo=5 intree=5
+QUALITY churn/mig/seed1 rejected-with-room gputopo=0 intree=0
 QUALITY churn/mig/seed1 gpus-held-percent gputopo=0.0 intree=0.0
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
@@ -136,6 +180,7 @@ QUALITY churn/mig/seed1 gpus-held-percent gputopo=0.0 intree=0.0
 	}
 	for _, line := range []string{
 		"| pairs | jobs served | 9.0 (9–9) | 8.0 (8–8) |",
+		"| pairs | of them with as many GPUs free in the fleet as asked for | 1.0 (1–1) | 0.0 (0–0) |",
 		"| pairs | multi-GPU claims at their node's best link class, % | 100.0 (4 claims) | 25.0 (4 claims) |",
 		"| pairs | at least as many served (in total / before the first rejection) | 1 / 0 of 1 seeds against intree |  |",
 		"| pairs | more jobs served, per seed (mean ± standard error) | +1.0 (1 seed) against intree |  |",
