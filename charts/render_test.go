@@ -100,6 +100,7 @@ scheduler:
   featureGates: {DRAPartitionableDevices: false}
   image: {repository: registry.example.com/sched, tag: v9, pullPolicy: Always}
   logLevel: 4
+  percentageOfNodesToScore: 25
   gpuTopologyArgs: {hostPressure: 0.5, searchBudget: 500}
   gpuCliquePlacementArgs: {maxPlacements: 8}
 nodeAgent:
@@ -117,7 +118,7 @@ nodeAgent:
 	}
 	cfg := objs["ConfigMap gputopo-system/gputopo-scheduler-config"]["data"].(map[string]any)["scheduler-config.yaml"]
 	y, _ = yaml.Marshal(cfg)
-	for _, want := range []string{"hostPressure: 0.5", "searchBudget: 500", "kind: GPUCliquePlacementArgs", "maxPlacements: 8", "filterTimeout: 10s"} {
+	for _, want := range []string{"percentageOfNodesToScore: 25", "hostPressure: 0.5", "searchBudget: 500", "kind: GPUCliquePlacementArgs", "maxPlacements: 8", "filterTimeout: 10s"} {
 		if !strings.Contains(string(y), want) {
 			t.Errorf("scheduler configuration lacks %q:\n%s", want, y)
 		}
