@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"strings"
 	"testing"
 )
@@ -17,10 +16,19 @@ func TestMemTotal(t *testing.T) {
 		{name: "other unit", meminfo: "MemTotal: 24 GB\n", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := memTotal(bufio.NewScanner(strings.NewReader(tc.meminfo)))
+			got, err := memTotal(strings.NewReader(tc.meminfo))
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Errorf("memTotal = %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestCgroupLimit(t *testing.T) {
+	for raw, want := range map[string]int64{"8589934592\n": 8589934592, "max\n": 0, "0\n": 0, "": 0} {
+		got, ok := cgroupLimit(raw)
+		if ok != (want > 0) || (ok && got != want) {
+			t.Errorf("cgroupLimit(%q) = %d, %v; want %d", raw, got, ok, want)
+		}
 	}
 }

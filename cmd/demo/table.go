@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +21,6 @@ import (
 // through both profiles, in-process (package sim), and writes the table
 // of unallocated GPU at 100% arrived next to the published figures.
 func tableScenario(ctx context.Context, f flags) (report.Report, error) {
-	lessGC()
 	say := progress(f.quiet)
 	cfg, chosen, err := inProcessProfiles(f)
 	if err != nil {
@@ -167,14 +165,4 @@ func tableConfig(path string) (*schedconfig.KubeSchedulerConfiguration, error) {
 		return nil, fmt.Errorf("--scheduler-config=%s: %w", path, err)
 	}
 	return cfg, nil
-}
-
-// lessGC lets the heap grow to 5x the live data before collecting, unless
-// GOGC says otherwise: at Go's default, garbage collection took 23% of a
-// full-fleet replay's CPU; at 400 the default trace's replay took 16% less
-// CPU and 3 GB resident.
-func lessGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 }
