@@ -34,6 +34,7 @@ func TestBadValues(t *testing.T) {
 		{`mode: primary`, "/mode"},
 		{`nodeagent: {enabled: false}`, "nodeagent"},
 		{`scheduler: {replicas: 0}`, "/scheduler/replicas"},
+		{`scheduler: {percentageOfNodesToScore: 101}`, "/scheduler/percentageOfNodesToScore"},
 		{`scheduler: {weights: {GPUTopology: 0}}`, "/scheduler/weights/GPUTopology"},
 		{`scheduler: {featureGates: {GenericWorkload: "yes"}}`, "/scheduler/featureGates/GenericWorkload"},
 		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},

@@ -85,10 +85,10 @@ func TestChurnDeparturesFreeDevices(t *testing.T) {
 }
 
 // A rejection counts as one with room when the fleet had as many GPUs
-// free as the job asked for: 5-GPU jobs on two 8-GPU nodes are turned
-// away only while both nodes hold one (6 GPUs free, none of them
-// usable), so every rejection has room, and the jobs served are those
-// of a two-server loss system.
+// free as the job asked for, equal included: 6-GPU jobs on three 8-GPU
+// nodes are turned away only while every node holds one (6 GPUs free,
+// 2 per node), so every rejection has room, and the jobs served are
+// those of a three-server loss system.
 func TestChurnCountsRejectionsWithRoom(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -96,11 +96,11 @@ func TestChurnCountsRejectionsWithRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	five := JobKind{Name: "5-gpu", Weight: 1, Template: replay.ClaimTemplate{Class: contract.ClassGPU, Count: 5, GPUs: 5, Kind: "5-gpu"}}
-	st := Stream{Name: "two-nodes", Jobs: 60, Load: 2, Kinds: []JobKind{five},
-		Fleet: []fleet.NodeGroup{{Name: "dgx", Count: 2, Shape: mocknvml.DGXH100, Mode: config.Whole}}}
-	want, busy := 0, []float64{-1, -1}
-	for _, j := range st.jobs(3, 16) {
+	six := JobKind{Name: "6-gpu", Weight: 1, Template: replay.ClaimTemplate{Class: contract.ClassGPU, Count: 6, GPUs: 6, Kind: "6-gpu"}}
+	st := Stream{Name: "three-nodes", Jobs: 60, Load: 2, Kinds: []JobKind{six},
+		Fleet: []fleet.NodeGroup{{Name: "dgx", Count: 3, Shape: mocknvml.DGXH100, Mode: config.Whole}}}
+	want, busy := 0, []float64{-1, -1, -1}
+	for _, j := range st.jobs(3, 24) {
 		if i := slices.IndexFunc(busy, func(until float64) bool { return until <= j.arrive }); i >= 0 {
 			want++
 			busy[i] = j.leave
@@ -121,8 +121,6 @@ func TestChurnCountsRejectionsWithRoom(t *testing.T) {
 	}
 }
 
-// The served difference pairs runs by seed, whatever their order, and
-// gives its standard error over the seeds.
 func TestServedDifferencePairsSeeds(t *testing.T) {
 	g, i := targets[0], targets[1]
 	served := [][2]int{{10, 8}, {7, 8}, {9, 9}, {13, 8}} // seeds 1-4
