@@ -34,8 +34,10 @@ type ChurnRun struct {
 	// RejectedWithRoom counts the jobs turned away while the fleet had
 	// at least as many GPUs free as they ask for (a MIG profile or a
 	// share counts its fraction of a GPU): turned away by how the free
-	// capacity was spread, not by how much there was. The rest of the
-	// rejections no placement could have avoided at that moment.
+	// capacity was spread, not by how much there was; the rest no
+	// placement could have avoided at that moment. An upper bound on
+	// what placement could have saved: free GPUs of different nodes (or
+	// fractions of different GPUs) cannot be pooled without moving jobs.
 	RejectedWithRoom int
 	// MultiGPU counts the served claims of two or more whole GPUs for
 	// which, when they arrived, some node had that many free GPUs at the

@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -20,12 +18,7 @@ import (
 // that jobs hardly overlap, both targets serve every job. A kind whose
 // selector matches nothing (a MIG profile the GPU lacks) fails here.
 func TestChurnStreamsFitTheirFleets(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cfg, err := ShippedConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := shippedConfig(t)
 	for _, st := range ChurnStreams {
 		st.Jobs, st.Load = 3*len(st.Kinds), 0.001
 		for _, target := range targets {
@@ -46,12 +39,7 @@ func TestChurnStreamsFitTheirFleets(t *testing.T) {
 // earlier: 8-GPU jobs on one 8-GPU node are served exactly when the last
 // served one has left, which the stream's own draw says independently.
 func TestChurnDeparturesFreeDevices(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cfg, err := ShippedConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := shippedConfig(t)
 	st := Stream{Name: "one-node", Jobs: 60, Load: 2, Kinds: wholeGPUs(8),
 		Fleet: []fleet.NodeGroup{{Name: "dgx", Count: 1, Shape: mocknvml.DGXH100, Mode: config.Whole}}}
 	want, busyUntil := 0, -1.0
@@ -90,12 +78,7 @@ func TestChurnDeparturesFreeDevices(t *testing.T) {
 // 2 per node), so every rejection has room, and the jobs served are
 // those of a three-server loss system.
 func TestChurnCountsRejectionsWithRoom(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cfg, err := ShippedConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := shippedConfig(t)
 	six := JobKind{Name: "6-gpu", Weight: 1, Template: replay.ClaimTemplate{Class: contract.ClassGPU, Count: 6, GPUs: 6, Kind: "6-gpu"}}
 	st := Stream{Name: "three-nodes", Jobs: 60, Load: 2, Kinds: []JobKind{six},
 		Fleet: []fleet.NodeGroup{{Name: "dgx", Count: 3, Shape: mocknvml.DGXH100, Mode: config.Whole}}}

@@ -37,12 +37,7 @@ func sample(t *testing.T, nodes int, seed uint64) ([]openb.Node, []openb.Pod) {
 // cluster: no node's CPU or memory and no GPU's compute overcommitted,
 // every bound GPU pod's claim allocated on its node.
 func TestRunOpenBLeavesAValidCluster(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cfg, err := ShippedConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := shippedConfig(t)
 	nodes, arrivals := sample(t, 40, 1)
 	for _, target := range targets {
 		var client *Client
@@ -166,12 +161,7 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 // seeds', not the run's (with parallel Filter, feasible nodes came in the
 // order the workers finished and ties went by that order).
 func TestOpenBReplayRepeats(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cfg, err := ShippedConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := shippedConfig(t)
 	nodes, arrivals := sample(t, 40, 3)
 	for _, target := range targets {
 		first, err := RunOpenB(ctx, cfg, target, nodes, arrivals)
