@@ -25,7 +25,6 @@ func startEtcd(dir string) (clientURL string, stop func(), err error) {
 func startEtcdLogging(dir string, errOut io.Writer) (clientURL string, stop func(), err error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "etcd")
-	cfg.LogLevel = "error"
 	var closing atomic.Bool
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(errOut, &closing))
 	client, err := freeURL()
@@ -59,7 +58,8 @@ func startEtcdLogging(dir string, errOut io.Writer) (clientURL string, stop func
 // when Close shuts them down.
 const servingEnded = "setting up serving from embedded etcd failed."
 
-// etcdLogger logs etcd's errors as JSON lines to out, except the
+// etcdLogger logs etcd's errors (no warnings or info: the level is set
+// here, not by Config.LogLevel) as JSON lines to out, except the
 // listeners' servingEnded once closing is set: a normal shutdown is not
 // an error, and a demo that ends with four of them looks broken.
 func etcdLogger(out io.Writer, closing *atomic.Bool) *zap.Logger {
