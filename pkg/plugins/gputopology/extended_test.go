@@ -65,10 +65,17 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	// The claim tracker reports a concurrent modification when a claim
+	// event lands during the read; read again, as the plugin does.
 	inFlight := func() int {
-		d, err := env.pl.draManager.ResourceClaims().ListAllAllocatedDevices()
+		n := 0
+		err := wait.PollUntilContextTimeout(env.tCtx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			d, err := env.pl.draManager.ResourceClaims().ListAllAllocatedDevices()
+			n = d.Len()
+			return err == nil, nil
+		})
 		env.tCtx.ExpectNoError(err, "allocated devices")
-		return d.Len()
+		return n
 	}
 
 	cs := env.scheduleUpTo(pod, "node-a")
