@@ -65,17 +65,12 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	// The claim tracker reports a concurrent modification when a claim
-	// event lands during the read; read again, as the plugin does.
+	// Through the plugin's reader, which retries while the claim tracker
+	// reports a concurrent modification (a claim event during the read).
 	inFlight := func() int {
-		n := 0
-		err := wait.PollUntilContextTimeout(env.tCtx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			d, err := env.pl.draManager.ResourceClaims().ListAllAllocatedDevices()
-			n = d.Len()
-			return err == nil, nil
-		})
+		state, err := GatherAllocatedState(env.tCtx, env.pl.draManager)
 		env.tCtx.ExpectNoError(err, "allocated devices")
-		return n
+		return state.AllocatedDevices.Len()
 	}
 
 	cs := env.scheduleUpTo(pod, "node-a")
