@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -32,6 +33,12 @@ type Engine struct {
 	celCache *cel.Cache
 	// noTwins makes the search visit twins (twins.go); tests compare.
 	noTwins bool
+	// id keys the engine's solutions in the views' memos; noMemo turns
+	// the memo off (solutionmemo.go); tests compare.
+	id     uint64
+	noMemo bool
+	// memoHits counts Allocate calls answered from a memo.
+	memoHits atomic.Int64
 }
 
 // Options configure an Engine.
@@ -56,7 +63,7 @@ func New(opts Options) (*Engine, error) {
 	if c == nil {
 		c = cel.NewCache(1024, cel.Features{EnableConsumableCapacity: opts.Features.ConsumableCapacity})
 	}
-	return &Engine{features: opts.Features, policy: opts.Policy, celCache: c}, nil
+	return &Engine{features: opts.Features, policy: opts.Policy, celCache: c, id: engineIDs.Add(1)}, nil
 }
 
 func sortedList(s interface{ UnsortedList() []string }) []string {
@@ -85,6 +92,9 @@ type Session struct {
 	// the policy's), grouped for Fragmentation once per session.
 	compileOnce sync.Once
 	compiled    *topology.CompiledWorkload
+	// key is memoKey's, computed once.
+	keyOnce sync.Once
+	key     string
 
 	// shared marks devices that hold at least one shared (consumable
 	// capacity) allocation in the ledger.
@@ -186,6 +196,15 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	key, state := s.memoKey(), []byte(nil)
+	if key != "" {
+		state = s.stateKey(view)
+		if sol, explored, ok := view.solved.get(key, host, state); ok {
+			s.eng.memoHits.Add(1)
+			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
+			return r.result(s.adopt(sol), explored)
+		}
+	}
 	r, err := s.newRun(ctx, node, view)
 	if err != nil {
 		return nil, err
@@ -194,6 +213,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	res, err := r.solve()
 	if err != nil {
 		return nil, err
+	}
+	if key != "" && !r.cut {
+		view.solved.put(key, host, state, r.best, r.explored)
 	}
 	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)
 	return res, nil

@@ -85,6 +85,8 @@ type nodeView struct {
 	// matches and capFits memoize per-device results (viewmemo.go).
 	matches viewMemo[bool]
 	capFits viewMemo[capFit]
+	// solved remembers solutions across sessions (solutionmemo.go).
+	solved solutionMemo
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID

@@ -73,6 +73,7 @@ type run struct {
 	// skipTwins: the search may skip twins (twins.go).
 	skipTwins bool
 	found     bool
+	cut       bool // the search stopped at the deadline or cancellation
 	steps     int
 	explored  int
 	best      *solution
@@ -198,21 +199,28 @@ func (r *run) solve() (*Result, error) {
 			}
 			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
-		// Cancelled after a solution was found: keep the best so far.
+		// Cancelled after a solution was found: keep the best so far,
+		// but not in the memo (another search may get further).
+		r.cut = true
 	}
 	if r.best == nil {
 		return nil, unsatisfiable(r.view, r.reason())
 	}
-	allocs, err := r.build(r.best)
+	return r.result(r.best, r.explored)
+}
+
+// result builds the Result of a solution that compared explored ones.
+func (r *run) result(best *solution, explored int) (*Result, error) {
+	allocs, err := r.build(best)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	q := r.best.quality
-	q.Explored = r.explored
+	q := best.quality
+	q.Explored = explored
 	for c := range r.s.plans {
 		for g, grp := range r.s.plans[c].groups {
 			if grp.hasSub {
-				q.Fallbacks += r.best.subs[c][g]
+				q.Fallbacks += best.subs[c][g]
 			}
 		}
 	}

@@ -1,0 +1,226 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// fromTemplate copies claims under new names, as the resourceclaim
+// controller creates them for the pods of one template.
+func fromTemplate(claims []*resourceapi.ResourceClaim, pod int) []*resourceapi.ResourceClaim {
+	out := make([]*resourceapi.ResourceClaim, len(claims))
+	for i, c := range claims {
+		c = c.DeepCopy()
+		c.Name = fmt.Sprintf("pod-%d-%s", pod, c.Name)
+		c.UID = types.UID(fmt.Sprintf("pod-%d-%s", pod, c.UID))
+		out[i] = c
+	}
+	return out
+}
+
+// cloneState copies a ledger, so that a test can add to it while
+// sessions read the old one.
+func cloneState(state *AllocatedState) *AllocatedState {
+	next := &AllocatedState{
+		AllocatedDevices:         state.AllocatedDevices.Clone(),
+		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone(),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+	for id, c := range state.AggregatedCapacity {
+		next.AggregatedCapacity[id] = c.Clone()
+	}
+	return next
+}
+
+// TestSolutionMemoRepeatsTheSearch streams pods made from the generated
+// problems' claims onto their nodes, each allocation added to the ledger,
+// and asks an engine with the memo and one without it at every step: the
+// outcome, allocation and quality must be the same. Every pod is asked
+// twice, so the memo answers the second time, and the ledger and the
+// node's CPU change between pods, so it must notice what changed.
+func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
+	problems := 1500
+	if testing.Short() {
+		problems = 300
+	}
+	var memo, fresh *Engine
+	for seed := range uint64(problems) {
+		p := newProblem(seed)
+		memo, fresh = newMemoPair(t, p.features)
+		inv := NewInventory(p.slices, p.features)
+		nodes := []*v1.Node{p.node, {ObjectMeta: p.node.ObjectMeta}}
+		nodes[1].Name = "node-1"
+		state := p.state
+		for pod := range 6 {
+			claims := fromTemplate(p.claims, pod)
+			if pod%3 == 2 {
+				claims = claims[:1] // another template between
+			}
+			host := &HostUse{Free: topology.Host{CPUMilli: int64(64000 - 8000*pod), MemoryMiB: 1 << 18}, Pod: topology.Host{CPUMilli: 4000, MemoryMiB: 1 << 14}}
+			if pod%2 == 1 {
+				host = nil
+			}
+			var placed *Result
+			for _, node := range nodes {
+				for ask := range 2 {
+					want, wantErr := fresh.NewSession(inv, p.classes, state, claims).Allocate(context.Background(), node, host)
+					got, gotErr := memo.NewSession(inv, p.classes, state, claims).Allocate(context.Background(), node, host)
+					where := fmt.Sprintf("seed %d, pod %d, %s, ask %d", seed, pod, node.Name, ask)
+					if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+						t.Fatalf("%s: without the memo %v, with it %v", where, wantErr, gotErr)
+					}
+					if wantErr != nil {
+						continue
+					}
+					if diff := cmp.Diff(withoutShareIDs(want.Allocations), withoutShareIDs(got.Allocations), quantityCmp); diff != "" {
+						t.Fatalf("%s: the memo gave another allocation (-search +memo):\n%s", where, diff)
+					}
+					if diff := cmp.Diff(want.Quality, got.Quality); diff != "" {
+						t.Fatalf("%s: the memo gave another quality (-search +memo):\n%s", where, diff)
+					}
+					if shares(want.Allocations) != shares(got.Allocations) {
+						t.Fatalf("%s: %d share IDs with the memo, %d without", where, shares(got.Allocations), shares(want.Allocations))
+					}
+					if placed == nil {
+						placed = got
+					}
+				}
+			}
+			if placed != nil {
+				state = cloneState(state)
+				commit(state, placed.Allocations)
+			}
+		}
+	}
+	if memo.memoHits.Load() == 0 {
+		t.Fatal("the memo never answered")
+	}
+}
+
+func newMemoPair(t *testing.T, f Features) (memo, fresh *Engine) {
+	t.Helper()
+	var err error
+	if memo, err = New(Options{Features: f, Policy: DefaultPolicy()}); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err = New(Options{Features: f, Policy: DefaultPolicy()}); err != nil {
+		t.Fatal(err)
+	}
+	fresh.noMemo = true
+	return memo, fresh
+}
+
+func shares(res []resourceapi.AllocationResult) int {
+	n := 0
+	for _, a := range res {
+		for _, r := range a.Devices.Results {
+			if r.ShareID != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestSolutionMemoKeys: each input the search reads, changed alone, is a
+// miss; the same inputs in a new session of the same engine are a hit.
+func TestSolutionMemoKeys(t *testing.T) {
+	slices := []*resourceapi.ResourceSlice{pairNode("n1")}
+	classes := classList{class("gpu")}
+	claim := claimOf("c", resourceapi.DeviceRequest{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}})
+	host := &HostUse{Free: topology.Host{CPUMilli: 8000, MemoryMiB: 1 << 16}}
+	otherClass := class("gpu")
+	otherClass.ResourceVersion = "2"
+	otherSpec := claim.DeepCopy()
+	otherSpec.Spec.Devices.Requests[0].Exactly.Count = 2
+	usedState := emptyState()
+	usedState.AllocatedDevices.Insert(structured.MakeDeviceID(slices[0].Spec.Driver, slices[0].Spec.Pool.Name, slices[0].Spec.Devices[0].Name))
+	otherHost := &HostUse{Free: topology.Host{CPUMilli: 4000, MemoryMiB: 1 << 16}}
+
+	for name, tc := range map[string]struct {
+		classes  classList
+		state    *AllocatedState
+		claim    *resourceapi.ResourceClaim
+		host     *HostUse
+		workload topology.Workload
+		hit      bool
+	}{
+		"same inputs, another claim name": {claim: fromTemplate([]*resourceapi.ResourceClaim{claim}, 1)[0], hit: true},
+		"class changed":                   {classes: classList{otherClass}},
+		"device allocated":                {state: usedState},
+		"claim asks for more":             {claim: otherSpec},
+		"node's CPU changed":              {host: otherHost},
+		"no host":                         {host: &HostUse{}},
+		"another workload":                {workload: topology.Workload{{GPUs: 2, Share: 1, Weight: 1}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := NewInventory(slices, DefaultFeatures())
+			n := node("n1")
+			if _, err := e.NewSession(inv, classes, emptyState(), []*resourceapi.ResourceClaim{claim}).Allocate(context.Background(), n, host); err != nil {
+				t.Fatal(err)
+			}
+			cl, st, c, h := classes, emptyState(), claim, host
+			if tc.classes != nil {
+				cl = tc.classes
+			}
+			if tc.state != nil {
+				st = tc.state
+			}
+			if tc.claim != nil {
+				c = tc.claim
+			}
+			if tc.host != nil {
+				h = tc.host
+				if *h == (HostUse{}) {
+					h = nil
+				}
+			}
+			s := e.NewSession(inv, cl, st, []*resourceapi.ResourceClaim{c}).WithWorkload(tc.workload)
+			if _, err := s.Allocate(context.Background(), n, h); err != nil {
+				t.Fatal(err)
+			}
+			if hit := e.memoHits.Load() == 1; hit != tc.hit {
+				t.Errorf("memo hit: %v, want %v", hit, tc.hit)
+			}
+		})
+	}
+}
+
+// TestSolutionMemoCapacityInKey: a shared device's consumed capacity is
+// part of the key, by value.
+func TestSolutionMemoCapacityInKey(t *testing.T) {
+	s := &Session{shared: map[structured.DeviceID]bool{}}
+	id := structured.MakeDeviceID("d", "p", "gpu-0")
+	view := &nodeView{pools: []*pool{{devices: []*device{{id: id}}}}}
+	key := func(mem string) string {
+		s.state = &AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
+		if mem != "" {
+			s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem)}))
+		}
+		return string(s.stateKey(view))
+	}
+	if a, b := key("8Gi"), key("16Gi"); a == b {
+		t.Errorf("8Gi and 16Gi consumed give the same key %q", a)
+	}
+	if a, b := key(""), key("8Gi"); a == b {
+		t.Errorf("nothing and 8Gi consumed give the same key %q", a)
+	}
+	if a, b := key("8Gi"), key("8Gi"); a != b {
+		t.Errorf("8Gi consumed gives two keys: %q and %q", a, b)
+	}
+}
