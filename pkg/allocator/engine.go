@@ -196,9 +196,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	key, state := s.memoKey(), []byte(nil)
+	key, state, flags := s.memoKey(), []byte(nil), []byte(nil)
 	if key != "" {
-		state = s.stateKey(view)
+		state, flags = s.stateKey(view)
 		if sol, explored, ok := view.solved.get(key, host, state); ok {
 			s.eng.memoHits.Add(1)
 			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
@@ -210,6 +210,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 		return nil, err
 	}
 	r.host = host
+	if flags != nil {
+		r.seedLedger(flags)
+	}
 	res, err := r.solve()
 	if err != nil {
 		return nil, err

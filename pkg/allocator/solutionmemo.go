@@ -109,11 +109,17 @@ func (s *Session) memoKey() string {
 			b = append(b, ' ')
 			b = append(b, spec...)
 		}
+		// Classes by content: the lister's have a resource version, but
+		// classes built in memory need not.
 		for _, q := range s.reqs {
+			spec, err := json.Marshal(&q.class.Spec)
+			if err != nil {
+				return
+			}
 			b = append(b, '\n')
-			b = append(b, q.class.UID...)
+			b = append(b, q.class.Name...)
 			b = append(b, ' ')
-			b = append(b, q.class.ResourceVersion...)
+			b = append(b, spec...)
 		}
 		s.key = string(b)
 	})
@@ -127,27 +133,40 @@ func flag(b bool) byte {
 	return '0'
 }
 
+// Ledger flags of a device, as stateKey reads them.
+const (
+	ledgerAllocated byte = 1 << iota
+	ledgerShared
+	ledgerConsumed
+)
+
 // stateKey is the ledger's entries for the devices of the view's pools,
 // those the node may allocate and those that only consume counters:
 // whether each is allocated, holds shares, and the capacity consumed.
-func (s *Session) stateKey(view *nodeView) []byte {
+// It also returns the flags of the view's devices, in view order, for
+// the search to start from (seedLedger).
+func (s *Session) stateKey(view *nodeView) ([]byte, []byte) {
 	b := make([]byte, 0, 2*len(view.devices))
+	flags := make([]byte, len(view.devices))
 	var names []resourceapi.QualifiedName
 	for _, p := range view.pools {
-		for _, devs := range [2][]*device{p.devices, p.others} {
-			for _, d := range devs {
+		for k, devs := range [2][]*device{p.devices, p.others} {
+			for i, d := range devs {
 				consumed, hasConsumed := s.state.AggregatedCapacity[d.id]
 				var f byte
 				if s.state.AllocatedDevices.Has(d.id) {
-					f |= 1
+					f |= ledgerAllocated
 				}
 				if s.shared[d.id] {
-					f |= 2
+					f |= ledgerShared
 				}
 				if hasConsumed {
-					f |= 4
+					f |= ledgerConsumed
 				}
 				b = append(b, f)
+				if k == 0 {
+					flags[p.first+i] = f
+				}
 				if len(consumed) == 0 {
 					continue
 				}
@@ -168,7 +187,22 @@ func (s *Session) stateKey(view *nodeView) []byte {
 			}
 		}
 	}
-	return b
+	return b, flags
+}
+
+// seedLedger fills the run's per-device ledger caches from stateKey's
+// flags, so that the search does not look the devices up again.
+func (r *run) seedLedger(flags []byte) {
+	for d, f := range flags {
+		r.exclusive[d], r.holding[d] = 2, 2
+		if f&ledgerAllocated != 0 {
+			r.exclusive[d] = 1
+		}
+		// As Session.holds: consumed capacity counts unless legacy.
+		if f&(ledgerAllocated|ledgerShared) != 0 || (!r.s.legacy && f&ledgerConsumed != 0) {
+			r.holding[d] = 1
+		}
+	}
 }
 
 // adopt returns a remembered solution for this session: its picks point

@@ -140,8 +140,7 @@ func TestSolutionMemoKeys(t *testing.T) {
 	classes := classList{class("gpu")}
 	claim := claimOf("c", resourceapi.DeviceRequest{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}})
 	host := &HostUse{Free: topology.Host{CPUMilli: 8000, MemoryMiB: 1 << 16}}
-	otherClass := class("gpu")
-	otherClass.ResourceVersion = "2"
+	otherClass := class("gpu", `device.driver == "gpu.nvidia.com"`)
 	otherSpec := claim.DeepCopy()
 	otherSpec.Spec.Devices.Requests[0].Exactly.Count = 2
 	usedState := emptyState()
@@ -206,13 +205,15 @@ func TestSolutionMemoKeys(t *testing.T) {
 func TestSolutionMemoCapacityInKey(t *testing.T) {
 	s := &Session{shared: map[structured.DeviceID]bool{}}
 	id := structured.MakeDeviceID("d", "p", "gpu-0")
-	view := &nodeView{pools: []*pool{{devices: []*device{{id: id}}}}}
+	dev := &device{id: id}
+	view := &nodeView{pools: []*pool{{devices: []*device{dev}}}, devices: []*device{dev}}
 	key := func(mem string) string {
 		s.state = &AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 		if mem != "" {
 			s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem)}))
 		}
-		return string(s.stateKey(view))
+		key, _ := s.stateKey(view)
+		return string(key)
 	}
 	if a, b := key("8Gi"), key("16Gi"); a == b {
 		t.Errorf("8Gi and 16Gi consumed give the same key %q", a)
@@ -222,5 +223,43 @@ func TestSolutionMemoCapacityInKey(t *testing.T) {
 	}
 	if a, b := key("8Gi"), key("8Gi"); a != b {
 		t.Errorf("8Gi consumed gives two keys: %q and %q", a, b)
+	}
+}
+
+// TestSeedLedgerAgreesWithLookups: the flags stateKey gives the search
+// say what its own ledger lookups would, for every combination of
+// entries, legacy or not.
+func TestSeedLedgerAgreesWithLookups(t *testing.T) {
+	id := structured.MakeDeviceID("d", "p", "gpu-0")
+	dev := &device{id: id}
+	view := &nodeView{pools: []*pool{{devices: []*device{dev}}}, devices: []*device{dev}}
+	share := types.UID("share")
+	for combo := range 8 {
+		for _, legacy := range []bool{false, true} {
+			state := emptyState()
+			if combo&1 != 0 {
+				state.AllocatedDevices.Insert(id)
+			}
+			if combo&2 != 0 {
+				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, &share))
+			}
+			if combo&4 != 0 {
+				state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("1Gi")}))
+			}
+			s := &Session{state: state, legacy: legacy}
+			if !legacy && combo&2 != 0 {
+				s.shared = map[structured.DeviceID]bool{id: true}
+			}
+			looked := &run{s: s, view: view, exclusive: make([]int8, 1), holding: make([]int8, 1)}
+			seeded := &run{s: s, view: view, exclusive: make([]int8, 1), holding: make([]int8, 1)}
+			_, flags := s.stateKey(view)
+			seeded.seedLedger(flags)
+			if a, b := looked.ledgerExclusive(0), seeded.ledgerExclusive(0); a != b {
+				t.Errorf("entries %03b, legacy %v: exclusive looked up %v, seeded %v", combo, legacy, a, b)
+			}
+			if a, b := looked.ledgerHolds(0), seeded.ledgerHolds(0); a != b {
+				t.Errorf("entries %03b, legacy %v: holds looked up %v, seeded %v", combo, legacy, a, b)
+			}
+		}
 	}
 }
