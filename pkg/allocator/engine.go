@@ -196,8 +196,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	// A done context gets the search's error, not a remembered answer.
 	key, state, flags := s.memoKey(), []byte(nil), []byte(nil)
-	if key != "" {
+	if key != "" && ctx.Err() == nil {
 		state, flags = s.stateKey(view)
 		if sol, explored, ok := view.solved.get(key, host, state); ok {
 			s.eng.memoHits.Add(1)
@@ -217,7 +218,7 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	if err != nil {
 		return nil, err
 	}
-	if key != "" && !r.cut {
+	if state != nil && !r.cut {
 		view.solved.put(key, host, state, r.best, r.explored)
 	}
 	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)

@@ -203,6 +203,12 @@ func (r *run) solve() (*Result, error) {
 		// but not in the memo (another search may get further).
 		r.cut = true
 	}
+	// A done context can also end the search unnoticed: CEL interrupts
+	// comprehensions then, and after a first solution a selector error
+	// only rules the device out. Such a solution stays out of the memo.
+	if r.ctx.Err() != nil || (!r.deadline.IsZero() && time.Now().After(r.deadline)) {
+		r.cut = true
+	}
 	if r.best == nil {
 		return nil, unsatisfiable(r.view, r.reason())
 	}

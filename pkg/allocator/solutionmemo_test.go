@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -261,5 +262,39 @@ func TestSeedLedgerAgreesWithLookups(t *testing.T) {
 				t.Errorf("entries %03b, legacy %v: holds looked up %v, seeded %v", combo, legacy, a, b)
 			}
 		}
+	}
+}
+
+// TestSolutionMemoSkipsCutSearches: a search that ends past its deadline
+// may have been cut short, so its solution is not remembered; a done
+// context gets the search's error, not a remembered answer.
+func TestSolutionMemoSkipsCutSearches(t *testing.T) {
+	slices := []*resourceapi.ResourceSlice{pairNode("n1")}
+	claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}
+	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := NewInventory(slices, DefaultFeatures())
+	late := WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(late, node("n1"), nil); err != nil {
+		t.Logf("past the deadline: %v", err)
+	}
+	if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("n1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.memoHits.Load(); n != 0 {
+		t.Fatalf("a search past its deadline was remembered: %d hits", n)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(done, node("n1"), nil); err == nil {
+		t.Fatal("a done context got an allocation")
+	}
+	if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("n1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.memoHits.Load(); n != 1 {
+		t.Fatalf("memo hits: %d, want 1 (the completed search's)", n)
 	}
 }
