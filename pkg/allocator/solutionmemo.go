@@ -3,12 +3,14 @@ package allocator
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // solutionMemo remembers a node view's last solutions. Pods come from few
@@ -77,6 +79,27 @@ func (m *solutionMemo) put(session string, host *HostUse, state []byte, sol *sol
 // shared by every engine that uses the inventory.
 var engineIDs atomic.Uint64
 
+// memoInput is what memoKey encodes.
+type memoInput struct {
+	Engine          uint64
+	Legacy, NoTwins bool
+	Workload        topology.Workload
+	Claims          []memoClaim
+	// Classes by content: the lister's have a resource version, but
+	// classes built in memory need not.
+	Classes []memoClass
+}
+
+type memoClaim struct {
+	Namespace string
+	Spec      *resourceapi.ResourceClaimSpec
+}
+
+type memoClass struct {
+	Name string
+	Spec *resourceapi.DeviceClassSpec
+}
+
 // memoKey is everything of the session the search reads besides the
 // node: engine, claim specs, classes and workload; "" when the session
 // cannot be keyed (the memo is then not used).
@@ -85,52 +108,18 @@ func (s *Session) memoKey() string {
 		if s.eng.noMemo {
 			return
 		}
-		b := strconv.AppendUint(nil, s.eng.id, 10)
-		b = append(b, ' ', flag(s.legacy), flag(s.eng.noTwins))
-		for _, c := range s.workload {
-			b = append(b, '|')
-			b = strconv.AppendInt(b, int64(c.GPUs), 10)
-			for _, f := range []float64{c.Share, c.Weight} {
-				b = append(b, ',')
-				b = strconv.AppendFloat(b, f, 'g', -1, 64)
-			}
-			b = append(b, ',')
-			b = strconv.AppendInt(b, c.CPUMilli, 10)
-			b = append(b, ',')
-			b = strconv.AppendInt(b, c.MemoryMiB, 10)
-		}
+		in := memoInput{Engine: s.eng.id, Legacy: s.legacy, NoTwins: s.eng.noTwins, Workload: s.workload}
 		for _, c := range s.claims {
-			spec, err := json.Marshal(&c.Spec)
-			if err != nil {
-				return
-			}
-			b = append(b, '\n')
-			b = append(b, c.Namespace...)
-			b = append(b, ' ')
-			b = append(b, spec...)
+			in.Claims = append(in.Claims, memoClaim{c.Namespace, &c.Spec})
 		}
-		// Classes by content: the lister's have a resource version, but
-		// classes built in memory need not.
 		for _, q := range s.reqs {
-			spec, err := json.Marshal(&q.class.Spec)
-			if err != nil {
-				return
-			}
-			b = append(b, '\n')
-			b = append(b, q.class.Name...)
-			b = append(b, ' ')
-			b = append(b, spec...)
+			in.Classes = append(in.Classes, memoClass{q.class.Name, &q.class.Spec})
 		}
-		s.key = string(b)
+		if b, err := json.Marshal(in); err == nil {
+			s.key = string(b)
+		}
 	})
 	return s.key
-}
-
-func flag(b bool) byte {
-	if b {
-		return '1'
-	}
-	return '0'
 }
 
 // Ledger flags of a device, as stateKey reads them.
@@ -148,46 +137,47 @@ const (
 func (s *Session) stateKey(view *nodeView) ([]byte, []byte) {
 	b := make([]byte, 0, 2*len(view.devices))
 	flags := make([]byte, len(view.devices))
-	var names []resourceapi.QualifiedName
+	var f byte
 	for _, p := range view.pools {
-		for k, devs := range [2][]*device{p.devices, p.others} {
-			for i, d := range devs {
-				consumed, hasConsumed := s.state.AggregatedCapacity[d.id]
-				var f byte
-				if s.state.AllocatedDevices.Has(d.id) {
-					f |= ledgerAllocated
-				}
-				if s.shared[d.id] {
-					f |= ledgerShared
-				}
-				if hasConsumed {
-					f |= ledgerConsumed
-				}
-				b = append(b, f)
-				if k == 0 {
-					flags[p.first+i] = f
-				}
-				if len(consumed) == 0 {
-					continue
-				}
-				names = names[:0]
-				for n := range consumed {
-					names = append(names, n)
-				}
-				slices.Sort(names)
-				for _, n := range names {
-					b = append(b, n...)
-					b = append(b, '=')
-					if q := consumed[n]; q != nil {
-						num, suffix := q.CanonicalizeBytes(nil)
-						b = append(append(b, num...), suffix...)
-					}
-					b = append(b, ';')
-				}
-			}
+		for i, d := range p.devices {
+			b, f = s.appendLedgerEntry(b, d)
+			flags[p.first+i] = f
+		}
+		for _, d := range p.others {
+			b, _ = s.appendLedgerEntry(b, d)
 		}
 	}
 	return b, flags
+}
+
+// appendLedgerEntry appends the device's ledger flags and consumed
+// capacity, by name, to b.
+func (s *Session) appendLedgerEntry(b []byte, d *device) ([]byte, byte) {
+	consumed, hasConsumed := s.state.AggregatedCapacity[d.id]
+	var f byte
+	if s.state.AllocatedDevices.Has(d.id) {
+		f |= ledgerAllocated
+	}
+	if s.shared[d.id] {
+		f |= ledgerShared
+	}
+	if hasConsumed {
+		f |= ledgerConsumed
+	}
+	b = append(b, f)
+	if len(consumed) == 0 {
+		return b, f
+	}
+	for _, n := range slices.Sorted(maps.Keys(consumed)) {
+		b = append(b, n...)
+		b = append(b, '=')
+		if q := consumed[n]; q != nil {
+			num, suffix := q.CanonicalizeBytes(nil)
+			b = append(append(b, num...), suffix...)
+		}
+		b = append(b, ';')
+	}
+	return b, f
 }
 
 // seedLedger fills the run's per-device ledger caches from stateKey's

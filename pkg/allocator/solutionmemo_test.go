@@ -33,15 +33,11 @@ func fromTemplate(claims []*resourceapi.ResourceClaim, pod int) []*resourceapi.R
 // cloneState copies a ledger, so that a test can add to it while
 // sessions read the old one.
 func cloneState(state *AllocatedState) *AllocatedState {
-	next := &AllocatedState{
+	return &AllocatedState{
 		AllocatedDevices:         state.AllocatedDevices.Clone(),
 		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone(),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+		AggregatedCapacity:       state.AggregatedCapacity.Clone(),
 	}
-	for id, c := range state.AggregatedCapacity {
-		next.AggregatedCapacity[id] = c.Clone()
-	}
-	return next
 }
 
 // TestSolutionMemoRepeatsTheSearch streams pods made from the generated
