@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -147,7 +148,16 @@ func (cp *ControlPlane) Stop() {
 		stop()
 	}
 	cp.tb.cleanup()
+	// kube-scheduler registers its configuration process-wide and never
+	// takes it back: without this, the scheduler of a later control plane
+	// in this process (go test -count=2) would stop at once, and its pods
+	// would wait for nothing.
+	configz.Delete(schedulerConfigz)
 }
+
+// schedulerConfigz is the name kube-scheduler's app.Run registers its
+// configuration under.
+const schedulerConfigz = "componentconfig"
 
 // PodGroupGates is the --feature-gates argument manifests/pod-groups
 // gives the scheduler.

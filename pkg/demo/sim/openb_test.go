@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -111,14 +112,21 @@ func checkValid(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 }
 
 // The in-process replay and the API-server replay of the same pods on the
-// same nodes give the same figure within the API path's noise: the API
+// same nodes give the same figure within the API path's noise. The API
 // path is asynchronous (pods are created up to 200 ahead of decisions,
-// rejected pods are retried when others bind), so placements differ pod
-// by pod, and on 60 nodes its figure moves by about a point between runs.
+// rejected pods are retried when others bind) and its scheduler filters
+// in parallel, so ties between equal scores go by which worker finished
+// first: placements differ pod by pod. gputopo's figure hardly moves,
+// but the in-tree plugin's spreads over about 3.5 points between runs on
+// these 60 nodes (6.8% to 10.2% in 10 runs, standard deviation 1.1, while
+// the in-process replay reads 9.2%), so one API run of it is no reference.
+// The API path replays the in-tree plugin on apiCopies copies of the
+// fleet at once and the test compares with their mean.
 func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	const apiCopies = 4
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	nodes, arrivals := sample(t, 60, 2)
@@ -131,29 +139,52 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 	if err := fleet.CreateDeviceClasses(ctx, cp.Client); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fleet.StartOpenB(ctx, cp.Client, nodes, []string{"gputopo", "intree"}); err != nil {
+	apiTargets := []replay.Target{targets[0]}
+	for i := range apiCopies {
+		copy := targets[1]
+		copy.Copy = fmt.Sprintf("%s%d", copy.Copy, i)
+		apiTargets = append(apiTargets, copy)
+	}
+	var copies []string
+	for _, target := range apiTargets {
+		copies = append(copies, target.Copy)
+	}
+	if _, err := fleet.StartOpenB(ctx, cp.Client, nodes, copies); err != nil {
 		t.Fatal(err)
 	}
-	api, err := replay.RunOpenB(ctx, cp.Client, arrivals, openb.CapacityMilli(nodes), targets, fleet.CopyLabel, fleet.ModelLabel, 200, nil)
+	api, err := replay.RunOpenB(ctx, cp.Client, arrivals, openb.CapacityMilli(nodes), apiTargets, fleet.CopyLabel, fleet.ModelLabel, 200, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	apiFigures := map[string][]float64{}
+	for _, out := range api {
+		at, _ := out.Tracker.At(100)
+		apiFigures[out.Target.Name] = append(apiFigures[out.Target.Name], at)
 	}
 	cfg, err := ShippedConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, target := range targets {
+	for _, target := range targets {
 		fast, err := RunOpenB(ctx, cfg, target, nodes, arrivals)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, _ := api[i].Tracker.At(100)
+		a := mean(apiFigures[target.Name])
 		f, _ := fast.Tracker.At(100)
-		t.Logf("%s: unallocated at 100%%: API server %.2f%% (%s), in-process %.2f%% (%s)", target.Name, a, api[i].Duration, f, fast.Duration)
+		t.Logf("%s: unallocated at 100%%: API server %.2f%% (mean of %.2f), in-process %.2f%% (%s)", target.Name, a, apiFigures[target.Name], f, fast.Duration)
 		if math.Abs(a-f) > 2 {
 			t.Errorf("%s: API server replay %.2f%%, in-process %.2f%%: more than 2 points apart", target.Name, a, f)
 		}
 	}
+}
+
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // An in-process replay repeats exactly: the same pods through the same
