@@ -141,9 +141,9 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 	}
 	apiTargets := []replay.Target{targets[0]}
 	for i := range apiCopies {
-		copy := targets[1]
-		copy.Copy = fmt.Sprintf("%s%d", copy.Copy, i)
-		apiTargets = append(apiTargets, copy)
+		intree := targets[1]
+		intree.Copy = fmt.Sprintf("%s%d", intree.Copy, i)
+		apiTargets = append(apiTargets, intree)
 	}
 	var copies []string
 	for _, target := range apiTargets {
