@@ -211,14 +211,15 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 		return nil, err
 	}
 	r.host = host
-	if flags != nil {
+	keyed := state != nil
+	if keyed {
 		r.seedLedger(flags)
 	}
 	res, err := r.solve()
 	if err != nil {
 		return nil, err
 	}
-	if state != nil && !r.cut {
+	if keyed && !r.cut {
 		view.solved.put(key, host, state, r.best, r.explored)
 	}
 	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)

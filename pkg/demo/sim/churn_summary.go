@@ -176,19 +176,24 @@ func meanAndError(xs []float64) string {
 	if n == 0 {
 		return "no common seeds"
 	}
+	m := mean(xs)
+	if len(xs) == 1 {
+		return fmt.Sprintf("%+.1f (1 seed)", m)
+	}
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return fmt.Sprintf("%+.1f ± %.1f", m, math.Sqrt(ss/(n-1)/n))
+}
+
+// mean of xs, which must not be empty.
+func mean(xs []float64) float64 {
 	sum := 0.0
 	for _, x := range xs {
 		sum += x
 	}
-	mean := sum / n
-	if len(xs) == 1 {
-		return fmt.Sprintf("%+.1f (1 seed)", mean)
-	}
-	ss := 0.0
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return fmt.Sprintf("%+.1f ± %.1f", mean, math.Sqrt(ss/(n-1)/n))
+	return sum / float64(len(xs))
 }
 
 func churnKinds(streams []string, cells map[[2]string]*churnCell, targets, copies []string) report.Table {

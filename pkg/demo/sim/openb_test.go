@@ -139,15 +139,11 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 	if err := fleet.CreateDeviceClasses(ctx, cp.Client); err != nil {
 		t.Fatal(err)
 	}
-	apiTargets := []replay.Target{targets[0]}
+	apiTargets, copies := []replay.Target{targets[0]}, []string{targets[0].Copy}
 	for i := range apiCopies {
 		intree := targets[1]
 		intree.Copy = fmt.Sprintf("%s%d", intree.Copy, i)
-		apiTargets = append(apiTargets, intree)
-	}
-	var copies []string
-	for _, target := range apiTargets {
-		copies = append(copies, target.Copy)
+		apiTargets, copies = append(apiTargets, intree), append(copies, intree.Copy)
 	}
 	if _, err := fleet.StartOpenB(ctx, cp.Client, nodes, copies); err != nil {
 		t.Fatal(err)
@@ -177,14 +173,6 @@ func TestFastReplayAgreesWithTheAPIServerReplay(t *testing.T) {
 			t.Errorf("%s: API server replay %.2f%%, in-process %.2f%%: more than 2 points apart", target.Name, a, f)
 		}
 	}
-}
-
-func mean(xs []float64) float64 {
-	sum := 0.0
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
 }
 
 // An in-process replay repeats exactly: the same pods through the same
