@@ -198,28 +198,43 @@ func TestSolutionMemoKeys(t *testing.T) {
 }
 
 // TestSolutionMemoCapacityInKey: a shared device's consumed capacity is
-// part of the key, by value.
+// part of the key, by value, whatever the order of its names. An integer
+// and a fraction of equal value (1 and 1000m) may key apart: a miss costs
+// a search, never a wrong answer.
 func TestSolutionMemoCapacityInKey(t *testing.T) {
 	s := &Session{shared: map[structured.DeviceID]bool{}}
 	id := structured.MakeDeviceID("d", "p", "gpu-0")
 	dev := &device{id: id}
 	view := &nodeView{pools: []*pool{{devices: []*device{dev}}}, devices: []*device{dev}}
-	key := func(mem string) string {
+	key := func(consumed ...string) string {
 		s.state = &AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
-		if mem != "" {
-			s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem)}))
+		if len(consumed) > 0 {
+			c := map[resourceapi.QualifiedName]resource.Quantity{}
+			for i := 0; i+1 < len(consumed); i += 2 {
+				c[resourceapi.QualifiedName(consumed[i])] = resource.MustParse(consumed[i+1])
+			}
+			s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, c))
 		}
 		key, _ := s.stateKey(view)
 		return string(key)
 	}
-	if a, b := key("8Gi"), key("16Gi"); a == b {
-		t.Errorf("8Gi and 16Gi consumed give the same key %q", a)
-	}
-	if a, b := key(""), key("8Gi"); a == b {
-		t.Errorf("nothing and 8Gi consumed give the same key %q", a)
-	}
-	if a, b := key("8Gi"), key("8Gi"); a != b {
-		t.Errorf("8Gi consumed gives two keys: %q and %q", a, b)
+	for _, tc := range []struct {
+		a, b []string
+		same bool
+	}{
+		{[]string{"memory", "8Gi"}, []string{"memory", "16Gi"}, false},
+		{nil, []string{"memory", "8Gi"}, false},
+		{[]string{"memory", "8Gi"}, []string{"memory", "8Gi"}, true},
+		{[]string{"memory", "8Gi"}, []string{"memory", "8589934592"}, true},
+		{[]string{"cores", "500m"}, []string{"cores", "0.5"}, true},
+		{[]string{"cores", "500m"}, []string{"cores", "501m"}, false},
+		{[]string{"cores", "500m", "memory", "1Gi"}, []string{"memory", "1Gi", "cores", "500m"}, true},
+		{[]string{"cores", "500m", "memory", "1Gi"}, []string{"cores", "500m", "memory", "2Gi"}, false},
+		{[]string{"cores", "1", "memory", "1Gi"}, []string{"cores", "1Gi", "memory", "1"}, false},
+	} {
+		if a, b := key(tc.a...), key(tc.b...); (a == b) != tc.same {
+			t.Errorf("consumed %v and %v: keys %q and %q, want the same: %v", tc.a, tc.b, a, b, tc.same)
+		}
 	}
 }
 
