@@ -170,24 +170,15 @@ func (s *Session) appendLedgerEntry(b []byte, d *device) ([]byte, byte) {
 		f |= ledgerConsumed
 	}
 	b = append(b, f)
-	switch len(consumed) {
-	case 0:
-	case 1:
-		// A shared GPU usually consumes one capacity: no sort.
-		for n, q := range consumed {
-			b = appendConsumed(b, n, q)
-		}
-	default:
-		// By name, sorted on the stack: a GPU consumes a few capacities.
-		var buf [4]resourceapi.QualifiedName
-		names := buf[:0]
-		for n := range consumed {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			b = appendConsumed(b, n, consumed[n])
-		}
+	// By name, sorted on the stack: a GPU consumes a few capacities.
+	var buf [4]resourceapi.QualifiedName
+	names := buf[:0]
+	for n := range consumed {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		b = appendConsumed(b, n, consumed[n])
 	}
 	return b, f
 }
