@@ -33,7 +33,7 @@ type Engine struct {
 	celCache *cel.Cache
 	// noTwins makes the search visit twins (twins.go); tests compare.
 	noTwins bool
-	// id keys the engine's solutions in the views' memos; noMemo turns
+	// id keys the engine's solutions in the inventory's memo; noMemo turns
 	// the memo off (solutionmemo.go); tests compare.
 	id     uint64
 	noMemo bool
@@ -92,9 +92,9 @@ type Session struct {
 	// the policy's), grouped for Fragmentation once per session.
 	compileOnce sync.Once
 	compiled    *topology.CompiledWorkload
-	// key is memoKey's, computed once.
+	// bucket is memoBucket's, found once.
 	keyOnce sync.Once
-	key     string
+	bucket  *memoBucket
 
 	// shared marks devices that hold at least one shared (consumable
 	// capacity) allocation in the ledger.
@@ -197,30 +197,30 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	// A done context gets the search's error, not a remembered answer.
-	key, state, flags := s.memoKey(), []byte(nil), []byte(nil)
-	if key != "" && ctx.Err() == nil {
-		state, flags = s.stateKey(view)
-		if sol, explored, ok := view.solved.get(key, host, state); ok {
+	bucket, sel := s.memoBucket(), newSelection(ctx, s, node, view)
+	var key, flags []byte
+	if bucket != nil && ctx.Err() == nil {
+		key, flags = s.nodeKey(view, host, sel)
+		if e, ok := bucket.get(key); ok {
 			s.eng.memoHits.Add(1)
 			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
-			return r.result(s.adopt(sol), explored)
+			return r.result(s.adopt(e.sol), e.explored)
 		}
 	}
-	r, err := s.newRun(ctx, node, view)
+	r, err := s.newRun(ctx, node, view, sel)
 	if err != nil {
 		return nil, err
 	}
 	r.host = host
-	keyed := state != nil
-	if keyed {
+	if key != nil {
 		r.seedLedger(flags)
 	}
 	res, err := r.solve()
 	if err != nil {
 		return nil, err
 	}
-	if keyed && !r.cut {
-		view.solved.put(key, host, state, r.best, r.explored)
+	if key != nil && !r.cut {
+		bucket.put(key, memoEntry{r.best, r.explored})
 	}
 	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)
 	return res, nil

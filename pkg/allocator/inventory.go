@@ -31,6 +31,10 @@ type Inventory struct {
 	// node that sees the slice, so that cached selector results are too.
 	devices map[*resourceapi.ResourceSlice][]*device
 	views   map[string]*nodeView
+	// shapes and solved outlive the inventory: Refresh hands them on, as
+	// what they hold is keyed by content (shape.go, solutionmemo.go).
+	shapes *shapeTable
+	solved *solutionMemo
 }
 
 // NewInventory indexes slices. The scheduler passes them with
@@ -43,6 +47,8 @@ func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inven
 		all:          slices,
 		devices:      make(map[*resourceapi.ResourceSlice][]*device),
 		views:        make(map[string]*nodeView),
+		shapes:       newShapeTable(),
+		solved:       newSolutionMemo(),
 	}
 	for _, s := range slices {
 		if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
@@ -57,9 +63,11 @@ func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inven
 // Refresh returns an Inventory for a new set of slices that keeps the
 // device objects, and so the cached selector results, of every slice that
 // did not change (informers replace changed objects, so an unchanged slice
-// is the same pointer). The scheduler calls it whenever slices change.
+// is the same pointer), and the remembered solutions. The scheduler calls
+// it whenever slices change.
 func (inv *Inventory) Refresh(slices []*resourceapi.ResourceSlice) *Inventory {
 	next := NewInventory(slices, inv.features)
+	next.shapes, next.solved = inv.shapes, inv.solved
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, s := range slices {
@@ -85,8 +93,9 @@ type nodeView struct {
 	// matches and capFits memoize per-device results (viewmemo.go).
 	matches viewMemo[bool]
 	capFits viewMemo[capFit]
-	// solved remembers solutions across sessions (solutionmemo.go).
-	solved solutionMemo
+	// shape numbers the view for the solution memo (shape.go).
+	shapeOnce sync.Once
+	shape     uint64
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/topology"
 )
@@ -55,9 +54,9 @@ type run struct {
 	used      [][]int64       // per pool: counters consumed in this run
 	exact     []*exactRun     // per pool: exact counters, nil if none needs them
 	pc        []*poolCounters // per pool: Session.countersOf, cached
-	sel       [][]int8        // per req, per device: 0 unknown, 1 match, 2 no match
-	// selSlots and capSlots hold, per req, the view's memos (viewmemo.go).
-	selSlots [][][]atomic.Pointer[bool]
+	// selection answers selectable, with the view's memo of selector
+	// results; capSlots holds, per req, its memo of capacity fits.
+	*selection
 	capSlots [][]atomic.Pointer[capFit]
 	caps     [][]*capFit // per req, per device, when consumable capacity is on
 	cons     [][]constraint
@@ -100,14 +99,14 @@ type pick struct {
 	consumed map[resourceapi.QualifiedName]resource.Quantity
 }
 
-func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView) (*run, error) {
+// newRun prepares a search on node, starting from what sel knows.
+func (s *Session) newRun(ctx context.Context, node *v1.Node, view *nodeView, sel *selection) (*run, error) {
 	r := &run{
-		s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy,
+		s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, selection: sel,
 		owners:     make([][]int32, len(view.devices)),
 		exclusive:  make([]int8, len(view.devices)),
 		holding:    make([]int8, len(view.devices)),
 		used:       make([][]int64, len(view.pools)),
-		sel:        make([][]int8, len(s.reqs)),
 		cons:       make([][]constraint, len(s.plans)),
 		picks:      make([][]pick, len(s.plans)),
 		allDevs:    make([][]int, len(s.reqs)),
@@ -465,69 +464,6 @@ func (r *run) ownedBy(d int, claim int32) bool {
 		}
 	}
 	return false
-}
-
-// selectable checks class and request selectors and per-device node
-// selection, caching the answer per request and device for this run.
-func (r *run) selectable(q *req, d int) (bool, error) {
-	cache := r.sel[q.idx]
-	if cache == nil {
-		cache = make([]int8, len(r.view.devices))
-		r.sel[q.idx] = cache
-	}
-	switch cache[d] {
-	case 1:
-		return true, nil
-	case 2:
-		return false, nil
-	}
-	dv := r.view.devices[d]
-	if !r.f.DeviceBindingAndStatus && len(dv.api.BindingConditions) > 0 {
-		cache[d] = 2
-		return false, nil
-	}
-	slots, k := r.selectorSlots(q), 0
-	for set, selectors := range [][]resourceapi.DeviceSelector{q.class.Spec.Selectors, q.selectors} {
-		for i, sel := range selectors {
-			if sel.CEL == nil {
-				return false, fmt.Errorf("%s: selector #%d: CEL expression empty (unsupported selector type?)", r.selectorOwner(q, set), i)
-			}
-			m, err := r.matchMemo(slots[k], d, sel.CEL.Expression)
-			k++
-			if err != nil {
-				var ce errCompile
-				if errors.As(err, &ce) {
-					return false, fmt.Errorf("%s: selector #%d: %w", r.selectorOwner(q, set), i, err)
-				}
-				return false, fmt.Errorf("%s: selector #%d on device %s: %w", r.selectorOwner(q, set), i, dv.id, err)
-			}
-			if !m {
-				cache[d] = 2
-				return false, nil
-			}
-		}
-	}
-	if ptr.Deref(dv.slice.Spec.PerDeviceNodeSelection, false) {
-		m, err := nodeMatches(r.node, ptr.Deref(dv.api.NodeName, ""), ptr.Deref(dv.api.AllNodes, false), dv.api.NodeSelector)
-		if err != nil {
-			return false, fmt.Errorf("ResourceSlice %s: device %s: %w", dv.slice.Name, dv.api.Name, err)
-		}
-		if !m {
-			cache[d] = 2
-			return false, nil
-		}
-	}
-	cache[d] = 1
-	return true, nil
-}
-
-// selectorOwner names where selector set 0 (the class's) or 1 (the
-// request's) of q comes from, for errors only.
-func (r *run) selectorOwner(q *req, set int) string {
-	if set == 0 {
-		return "class " + q.class.Name
-	}
-	return "claim " + klog.KObj(r.s.plans[q.claim].claim).String()
 }
 
 func (r *run) capacityFits(q *req, d int) (bool, error) {

@@ -1,8 +1,9 @@
 package allocator
 
 import (
-	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,66 +15,80 @@ import (
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
-// solutionMemo remembers a node view's last solutions. Pods come from few
-// templates and most nodes do not change between two scheduling cycles,
-// so most Filter calls would repeat a search already done: on 5,000 nodes
-// the search was half of gputopo's scheduler CPU. A solution is reused
-// only when everything the search reads is the same: the session's
-// claims, classes, engine and workload (Session.memoKey), the node's CPU
-// and memory, and the ledger's entries for every device of the view's
-// pools (stateKey). Only solutions are kept: errors name claims. The
-// workload is in the key, so a learned workload's rebuild (every 2% more
-// pods seen) starts over: on a young scheduler of 2,000 pods a quarter of
-// the searches are answered here, on one that has seen many more, most.
+// solutionMemo remembers solutions. Pods come from few templates and most
+// nodes do not change between two scheduling cycles, so most Filter calls
+// would repeat a search already done: on 5,000 nodes the search was half
+// of gputopo's scheduler CPU. A solution is reused only when everything
+// the search reads is the same: the session's claims, classes, engine and
+// workload (Session.memoKey, one bucket each), and the node's (nodeKey):
+// its view's shape (shape.go), CPU and memory, what each request selects
+// of its devices, and the ledger's entries for every device of its pools.
+// Nodes of one model in one state share their solutions. Only solutions
+// are kept: errors name claims.
 type solutionMemo struct {
 	mu      sync.Mutex
-	entries [maxSolutionMemo]memoEntry
-	next    int
+	buckets map[string]*memoBucket
 }
 
-// maxSolutionMemo bounds a view's memo: enough for the few claim shapes
-// a fleet schedules at a time, small next to the view itself.
-const maxSolutionMemo = 8
+type memoBucket struct {
+	mu      sync.Mutex
+	entries map[string]memoEntry
+}
 
 type memoEntry struct {
-	session  string
-	host     HostUse
-	hasHost  bool
-	state    []byte
 	sol      *solution
 	explored int
 }
 
-func (e *memoEntry) matches(session string, host *HostUse, state []byte) bool {
-	if e.sol == nil || e.session != session || e.hasHost != (host != nil) {
-		return false
-	}
-	if host != nil && e.host != *host {
-		return false
-	}
-	return bytes.Equal(e.state, state)
+// maxMemoSessions bounds the memo by session: enough for the few pod
+// templates a fleet schedules at a time and the learned workload's
+// rebuilds. maxMemoEntries bounds a session's by node state: a fleet of
+// a few models in many states. Past a bound an entry is dropped, a miss
+// later, never a wrong answer.
+const (
+	maxMemoSessions = 16
+	maxMemoEntries  = 4096
+)
+
+func newSolutionMemo() *solutionMemo {
+	return &solutionMemo{buckets: make(map[string]*memoBucket)}
 }
 
-func (m *solutionMemo) get(session string, host *HostUse, state []byte) (*solution, int, bool) {
+func (m *solutionMemo) bucket(session string) *memoBucket {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := range m.entries {
-		if e := &m.entries[i]; e.matches(session, host, state) {
-			return e.sol, e.explored, true
-		}
+	if b, ok := m.buckets[session]; ok {
+		return b
 	}
-	return nil, 0, false
+	dropOne(m.buckets, maxMemoSessions)
+	b := &memoBucket{entries: make(map[string]memoEntry)}
+	m.buckets[session] = b
+	return b
 }
 
-func (m *solutionMemo) put(session string, host *HostUse, state []byte, sol *solution, explored int) {
-	e := memoEntry{session: session, hasHost: host != nil, state: state, sol: sol, explored: explored}
-	if host != nil {
-		e.host = *host
+func (b *memoBucket) get(key []byte) (memoEntry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[string(key)]
+	return e, ok
+}
+
+func (b *memoBucket) put(key []byte, e memoEntry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	dropOne(b.entries, maxMemoEntries)
+	b.entries[string(key)] = e
+}
+
+// dropOne deletes an arbitrary entry of m when it holds max or more.
+func dropOne[V any](m map[string]V, limit int) {
+	if len(m) < limit {
+		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.entries[m.next] = e
-	m.next = (m.next + 1) % maxSolutionMemo
+	for k := range m {
+		delete(m, k)
+		return
+	}
 }
 
 // engineIDs tells engines apart in memo keys: views, and so memos, are
@@ -101,10 +116,10 @@ type memoClass struct {
 	Spec *resourceapi.DeviceClassSpec
 }
 
-// memoKey is everything of the session the search reads besides the
-// node: engine, claim specs, classes and workload; "" when the session
-// cannot be keyed (the memo is then not used).
-func (s *Session) memoKey() string {
+// memoBucket holds the solutions of sessions like this one: of the same
+// engine, claim specs, classes and workload; nil when the session cannot
+// be keyed (the memo is then not used).
+func (s *Session) memoBucket() *memoBucket {
 	s.keyOnce.Do(func() {
 		if s.eng.noMemo {
 			return
@@ -117,10 +132,10 @@ func (s *Session) memoKey() string {
 			in.Classes = append(in.Classes, memoClass{q.class.Name, &q.class.Spec})
 		}
 		if b, err := json.Marshal(in); err == nil {
-			s.key = string(b)
+			s.bucket = s.inv.solved.bucket(string(b))
 		}
 	})
-	return s.key
+	return s.bucket
 }
 
 // Ledger flags of a device, as stateKey reads them.
@@ -130,17 +145,41 @@ const (
 	ledgerConsumed
 )
 
-// stateKey is the ledger's entries for the devices of the view's pools,
-// those the node may allocate and those that only consume counters:
-// whether each is allocated, holds shares, and the capacity consumed.
-// It also returns the flags of the view's devices, in view order, for
-// the search to start from (seedLedger).
-func (s *Session) stateKey(view *nodeView) ([]byte, []byte) {
-	perDevice := 2
+// nodeKey is what the search reads of the node: its view's shape, its CPU
+// and memory, what each request selects of its devices (sel, which keeps
+// the answers for the search) and the ledger's entries for them
+// (stateKey, whose flags it also returns for the search to start from).
+func (s *Session) nodeKey(view *nodeView, host *HostUse, sel *selection) (key, flags []byte) {
+	perDevice := 2 + len(s.reqs)
 	if len(s.state.AggregatedCapacity) > 0 {
-		perDevice = 32 // room for a consumed capacity or two
+		perDevice += 32 // room for a consumed capacity or two
 	}
-	b := make([]byte, 0, perDevice*len(view.devices))
+	b := make([]byte, 0, 56+perDevice*len(view.devices))
+	b = binary.LittleEndian.AppendUint64(b, s.inv.shapeID(view))
+	b = appendHost(b, host)
+	b = sel.appendKey(b)
+	return s.stateKey(b, view)
+}
+
+// appendHost appends the node's CPU and memory as Packing reads them.
+func appendHost(b []byte, host *HostUse) []byte {
+	if host == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	for _, v := range []int64{host.Free.CPUMilli, host.Free.MemoryMiB, host.Pod.CPUMilli, host.Pod.MemoryMiB} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(host.Excluded))
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(host.Contention))
+}
+
+// stateKey appends to b the ledger's entries for the devices of the
+// view's pools, those the node may allocate and those that only consume
+// counters: whether each is allocated, holds shares, and the capacity
+// consumed. It also returns the flags of the view's devices, in view
+// order, for the search to start from (seedLedger).
+func (s *Session) stateKey(b []byte, view *nodeView) ([]byte, []byte) {
 	flags := make([]byte, len(view.devices))
 	var f byte
 	for _, p := range view.pools {

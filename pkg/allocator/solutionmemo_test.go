@@ -3,6 +3,8 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/topology"
 )
@@ -45,20 +48,26 @@ func cloneState(state *AllocatedState) *AllocatedState {
 // and asks an engine with the memo and one without it at every step: the
 // outcome, allocation and quality must be the same. Every pod is asked
 // twice, so the memo answers the second time, and the ledger and the
-// node's CPU change between pods, so it must notice what changed.
+// node's CPU change between pods, so it must notice what changed. A
+// third node is a copy of the first under other names, with the first's
+// ledger: where the copy keeps the strings, the first node's solutions
+// answer for it; where its strings differ (renamed), the selectors that
+// read them must tell the two apart.
 func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
 	problems := 1500
 	if testing.Short() {
 		problems = 300
 	}
-	var memo, fresh *Engine
+	hits, across := int64(0), 0
 	for seed := range uint64(problems) {
 		p := newProblem(seed)
-		memo, fresh = newMemoPair(t, p.features)
-		inv := NewInventory(p.slices, p.features)
-		nodes := []*v1.Node{p.node, {ObjectMeta: p.node.ObjectMeta}}
-		nodes[1].Name = "node-1"
-		state := p.state
+		memo, fresh := newMemoPair(t, p.features)
+		renamed := seed%2 == 1
+		copies, mirror := copyOfNode(p, "node-0", "node-2", renamed)
+		inv := NewInventory(append(slices.Clone(p.slices), copies...), p.features)
+		nodes := []*v1.Node{p.node, {ObjectMeta: p.node.ObjectMeta}, {ObjectMeta: p.node.ObjectMeta}}
+		nodes[1].Name, nodes[2].Name = "node-1", "node-2"
+		state := mirror(p.state)
 		for pod := range 6 {
 			claims := fromTemplate(p.claims, pod)
 			if pod%3 == 2 {
@@ -71,6 +80,7 @@ func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
 			var placed *Result
 			for _, node := range nodes {
 				for ask := range 2 {
+					before := memo.memoHits.Load()
 					want, wantErr := fresh.NewSession(inv, p.classes, state, claims).Allocate(context.Background(), node, host)
 					got, gotErr := memo.NewSession(inv, p.classes, state, claims).Allocate(context.Background(), node, host)
 					where := fmt.Sprintf("seed %d, pod %d, %s, ask %d", seed, pod, node.Name, ask)
@@ -79,6 +89,9 @@ func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
 					}
 					if wantErr != nil {
 						continue
+					}
+					if node == nodes[2] && ask == 0 && memo.memoHits.Load() > before {
+						across++
 					}
 					if diff := cmp.Diff(withoutShareIDs(want.Allocations), withoutShareIDs(got.Allocations), quantityCmp); diff != "" {
 						t.Fatalf("%s: the memo gave another allocation (-search +memo):\n%s", where, diff)
@@ -89,7 +102,7 @@ func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
 					if shares(want.Allocations) != shares(got.Allocations) {
 						t.Fatalf("%s: %d share IDs with the memo, %d without", where, shares(got.Allocations), shares(want.Allocations))
 					}
-					if placed == nil {
+					if placed == nil && node == nodes[0] {
 						placed = got
 					}
 				}
@@ -97,12 +110,67 @@ func TestSolutionMemoRepeatsTheSearch(t *testing.T) {
 			if placed != nil {
 				state = cloneState(state)
 				commit(state, placed.Allocations)
+				state = mirror(state)
 			}
 		}
+		hits += memo.memoHits.Load()
 	}
-	if memo.memoHits.Load() == 0 {
-		t.Fatal("the memo never answered")
+	t.Logf("%d answers from the memo, %d of them a copy's first from the original's", hits, across)
+	if hits == 0 || across == 0 {
+		t.Fatalf("the memo answered %d times, %d times across nodes: the test does not exercise it", hits, across)
 	}
+}
+
+// copyOfNode copies the slices of node from's own pools for node to,
+// under other pool and slice names, with every string attribute value
+// changed when renamed; mirror adds to a ledger, for every entry of
+// from's pools, the same entry for the copy.
+func copyOfNode(p *problem, from, to string, renamed bool) (copies []*resourceapi.ResourceSlice, mirror func(*AllocatedState) *AllocatedState) {
+	rename := func(name string) string { return strings.Replace(name, from, to, 1) }
+	for _, s := range p.slices {
+		if ptr.Deref(s.Spec.NodeName, "") != from {
+			continue
+		}
+		c := s.DeepCopy()
+		c.Name, c.Spec.Pool.Name, c.Spec.NodeName = rename(c.Name), rename(c.Spec.Pool.Name), ptr.To(to)
+		for i := range c.Spec.Devices {
+			for name, a := range c.Spec.Devices[i].Attributes {
+				if renamed && a.StringValue != nil {
+					a.StringValue = ptr.To(*a.StringValue + "-renamed")
+					c.Spec.Devices[i].Attributes[name] = a
+				}
+			}
+		}
+		copies = append(copies, c)
+	}
+	copied := func(id structured.DeviceID) (structured.DeviceID, bool) {
+		pool := id.Pool.String()
+		if !strings.HasPrefix(pool, from+"-") {
+			return id, false
+		}
+		return structured.MakeDeviceID(id.Driver.String(), rename(pool), id.Device.String()), true
+	}
+	mirror = func(in *AllocatedState) *AllocatedState {
+		out := cloneState(in)
+		for id := range in.AllocatedDevices {
+			if c, ok := copied(id); ok {
+				out.AllocatedDevices.Insert(c)
+			}
+		}
+		for sid := range in.AllocatedSharedDeviceIDs {
+			if c, ok := copied(sid.GetDeviceID()); ok {
+				uid := types.UID(sid.ShareID.String() + "-copy")
+				out.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(c, &uid))
+			}
+		}
+		for id, consumed := range in.AggregatedCapacity {
+			if c, ok := copied(id); ok {
+				out.AggregatedCapacity[c] = consumed
+			}
+		}
+		return out
+	}
+	return copies, mirror
 }
 
 func newMemoPair(t *testing.T, f Features) (memo, fresh *Engine) {
@@ -215,7 +283,7 @@ func TestSolutionMemoCapacityInKey(t *testing.T) {
 			}
 			s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, c))
 		}
-		key, _ := s.stateKey(view)
+		key, _ := s.stateKey(nil, view)
 		return string(key)
 	}
 	for _, tc := range []struct {
@@ -264,7 +332,7 @@ func TestSeedLedgerAgreesWithLookups(t *testing.T) {
 			}
 			looked := &run{s: s, view: view, exclusive: make([]int8, 1), holding: make([]int8, 1)}
 			seeded := &run{s: s, view: view, exclusive: make([]int8, 1), holding: make([]int8, 1)}
-			_, flags := s.stateKey(view)
+			_, flags := s.stateKey(nil, view)
 			seeded.seedLedger(flags)
 			if a, b := looked.ledgerExclusive(0), seeded.ledgerExclusive(0); a != b {
 				t.Errorf("entries %03b, legacy %v: exclusive looked up %v, seeded %v", combo, legacy, a, b)
@@ -307,5 +375,88 @@ func TestSolutionMemoSkipsCutSearches(t *testing.T) {
 	}
 	if n := e.memoHits.Load(); n != 1 {
 		t.Fatalf("memo hits: %d, want 1 (the completed search's)", n)
+	}
+}
+
+// TestSolutionMemoAcrossNodes: two nodes of one model, each GPU with its
+// own UUID, share solutions unless a selector tells their devices apart;
+// the answer then names the second node's own device.
+func TestSolutionMemoAcrossNodes(t *testing.T) {
+	withUUIDs := func(node string) *resourceapi.ResourceSlice {
+		s := pairNode(node)
+		for i := range s.Spec.Devices {
+			s.Spec.Devices[i].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))}
+		}
+		return s
+	}
+	uuid := `device.attributes["gpu.nvidia.com"].uuid`
+	for name, tc := range map[string]struct {
+		selector   string
+		hit        bool
+		wantDevice string // on n2; "" for any
+	}{
+		"no selector":                          {hit: true},
+		"a selector that reads the model":      {selector: `device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 NVL"`, hit: true},
+		"a selector picking GPU 3 by its UUID": {selector: uuid + `.endsWith("-3")`, hit: true, wantDevice: "gpu-3"},
+		"selectors picking other GPUs":         {selector: uuid + ` == "GPU-n1-3" || ` + uuid + ` == "GPU-n2-5"`, wantDevice: "gpu-5"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := NewInventory([]*resourceapi.ResourceSlice{withUUIDs("n1"), withUUIDs("n2")}, DefaultFeatures())
+			var selectors []string
+			if tc.selector != "" {
+				selectors = append(selectors, tc.selector)
+			}
+			claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 1, selectors...))}
+			if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("n1"), nil); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("n2"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hit := e.memoHits.Load() == 1; hit != tc.hit {
+				t.Errorf("memo hit: %v, want %v", hit, tc.hit)
+			}
+			got := res.Allocations[0].Devices.Results[0]
+			if got.Pool != "n2" || (tc.wantDevice != "" && got.Device != tc.wantDevice) {
+				t.Errorf("allocated %s/%s, want a device of pool n2 %s", got.Pool, got.Device, tc.wantDevice)
+			}
+		})
+	}
+}
+
+// TestSolutionMemoSurvivesRefresh: the scheduler refreshes its inventory
+// whenever a slice changes; solutions of nodes whose devices did not
+// change still answer, and a node whose devices changed is searched.
+func TestSolutionMemoSurvivesRefresh(t *testing.T) {
+	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}
+	allocate := func(inv *Inventory) *Result {
+		t.Helper()
+		res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("n1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	inv := NewInventory([]*resourceapi.ResourceSlice{pairNode("n1")}, DefaultFeatures())
+	allocate(inv)
+	allocate(inv.Refresh([]*resourceapi.ResourceSlice{pairNode("n1")}))
+	if n := e.memoHits.Load(); n != 1 {
+		t.Fatalf("memo hits after a refresh with the same devices: %d, want 1", n)
+	}
+	res := allocate(inv.Refresh([]*resourceapi.ResourceSlice{nvswitchNode("n1")}))
+	if n := e.memoHits.Load(); n != 1 {
+		t.Fatalf("memo hits after the node's devices changed: %d, want still 1", n)
+	}
+	if res.Quality.WorstLink != topology.LinkNVLink {
+		t.Errorf("on the new NVSwitch board the pair is on %v, want nvlink", res.Quality.WorstLink)
 	}
 }

@@ -3,8 +3,6 @@ package allocator
 import (
 	"sync"
 	"sync/atomic"
-
-	resourceapi "k8s.io/api/resource/v1"
 )
 
 // viewMemo keeps per-device results of one node view by key (a selector
@@ -50,48 +48,6 @@ func (c *viewMemo[T]) slots(key memoKey, n int) []atomic.Pointer[T] {
 	s := make([]atomic.Pointer[T], n)
 	c.m[key] = s
 	return s
-}
-
-var matched, unmatched = true, false
-
-// selectorSlots returns, once per run and request, the view's memo of
-// each of the request's selectors: the class's, then the request's own.
-func (r *run) selectorSlots(q *req) [][]atomic.Pointer[bool] {
-	if r.selSlots == nil {
-		r.selSlots = make([][][]atomic.Pointer[bool], len(r.s.reqs))
-	}
-	if s := r.selSlots[q.idx]; s != nil {
-		return s
-	}
-	s := make([][]atomic.Pointer[bool], 0, len(q.class.Spec.Selectors)+len(q.selectors))
-	for _, sels := range [][]resourceapi.DeviceSelector{q.class.Spec.Selectors, q.selectors} {
-		for _, sel := range sels {
-			var slots []atomic.Pointer[bool]
-			if sel.CEL != nil {
-				slots = r.view.matches.slots(memoKey{sel.CEL.Expression, r.s.legacy}, len(r.view.devices))
-			}
-			s = append(s, slots)
-		}
-	}
-	r.selSlots[q.idx] = s
-	return s
-}
-
-// matchMemo is device.match through the view's memo.
-func (r *run) matchMemo(slots []atomic.Pointer[bool], d int, expression string) (bool, error) {
-	if m := slots[d].Load(); m != nil {
-		return *m, nil
-	}
-	m, err := r.view.devices[d].match(r.ctx, r.s.eng.celCache, expression, r.s.legacy)
-	if err != nil {
-		return false, err
-	}
-	if m {
-		slots[d].Store(&matched)
-	} else {
-		slots[d].Store(&unmatched)
-	}
-	return m, nil
 }
 
 // capFitMemo is device.capFitFor through the view's memo.

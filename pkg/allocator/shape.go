@@ -1,0 +1,160 @@
+package allocator
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
+)
+
+// A view's shape is everything the search reads of it, by position, apart
+// from names: two nodes of one model, with their own UUIDs, pools and
+// device names, have one shape. The search only tells strings apart by
+// equality, except in CEL selectors and the link model's product names,
+// so the shape writes each string as the order of its first appearance
+// in the view; selector results are part of the memo's key per
+// allocation (Session.selectionKey), and the link model's reading of a
+// product name is in the shape as the description it produced. Equal
+// shapes, ledgers, selections and CPU and memory make the search take the
+// same steps on both nodes and pick the same devices by position, so a
+// solution found on one node answers for the other (solutionmemo.go): a
+// 5,000-node fleet of two models searches a few states instead of
+// thousands of nodes.
+//
+// A view gets a shape only when all it sees is its own node's slices,
+// without per-device node selection, counters beyond int64, or invalid
+// pools; any other view gets an identity of its own, shared with no
+// other view.
+
+// shapeTable interns shapes, so that a memo key carries a number. It
+// lives as long as the scheduler's inventories (Inventory.Refresh).
+type shapeTable struct {
+	mu  sync.Mutex
+	ids map[string]uint64
+}
+
+// maxShapes bounds the table: fleets have a few node models. Past it, a
+// new shape gets an identity of its own (a memo miss, never a wrong
+// answer).
+const maxShapes = 1024
+
+// viewIdentities numbers shapes and views without one alike, so that the
+// two never collide.
+var viewIdentities atomic.Uint64
+
+func newShapeTable() *shapeTable { return &shapeTable{ids: make(map[string]uint64)} }
+
+func (t *shapeTable) intern(shape string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[shape]; ok {
+		return id
+	}
+	id := viewIdentities.Add(1)
+	if len(t.ids) < maxShapes {
+		t.ids[shape] = id
+	}
+	return id
+}
+
+// shapeID returns the view's shape number, computed once per view.
+func (inv *Inventory) shapeID(v *nodeView) uint64 {
+	v.shapeOnce.Do(func() {
+		if shape, ok := shapeOf(v); ok {
+			v.shape = inv.shapes.intern(shape)
+		} else {
+			v.shape = viewIdentities.Add(1)
+		}
+	})
+	return v.shape
+}
+
+// shapePool and shapeDevice are what shapeOf writes down.
+type shapePool struct {
+	Driver                        string
+	Incomplete, BindingConditions bool
+	Counters                      []counterKey
+	Totals                        []int64
+	Devices                       []shapeDevice
+}
+
+type shapeDevice struct {
+	// Device is the API object without its name, its attributes' strings
+	// replaced by their numbers.
+	Device resourceapi.Device
+	GPU    topology.GPU
+}
+
+// shapeOf writes the view's shape down; ok is false when the view may
+// not share one (see above).
+func shapeOf(v *nodeView) (string, bool) {
+	if v.multiTerm {
+		return "", false
+	}
+	names := stringNumbers{}
+	pools := make([]shapePool, 0, len(v.pools))
+	for _, p := range v.pools {
+		if p.invalid || p.exact != nil || len(p.others) > 0 {
+			return "", false
+		}
+		sp := shapePool{Driver: p.driver, Incomplete: p.incomplete, BindingConditions: p.hasBindingConditions, Counters: p.counterNames, Totals: p.counterTotal}
+		for _, d := range p.devices {
+			if ptr.Deref(d.slice.Spec.NodeName, "") != v.node || ptr.Deref(d.slice.Spec.PerDeviceNodeSelection, false) {
+				return "", false
+			}
+			sp.Devices = append(sp.Devices, names.device(d))
+		}
+		pools = append(pools, sp)
+	}
+	b, err := json.Marshal(pools)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// stringNumbers numbers the strings of one view in order of first
+// appearance: a bijection, so equal strings stay equal and different
+// ones different.
+type stringNumbers map[string]string
+
+func (n stringNumbers) of(s string) string {
+	if s == "" {
+		return ""
+	}
+	if num, ok := n[s]; ok {
+		return num
+	}
+	num := "#" + strconv.Itoa(len(n))
+	n[s] = num
+	return num
+}
+
+func (n stringNumbers) device(d *device) shapeDevice {
+	api := *d.api
+	api.Name = ""
+	api.Attributes = make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.api.Attributes))
+	attrs := make([]resourceapi.QualifiedName, 0, len(d.api.Attributes))
+	for name := range d.api.Attributes {
+		attrs = append(attrs, name)
+	}
+	slices.Sort(attrs) // numbers in an order the view's content fixes
+	for _, name := range attrs {
+		a := d.api.Attributes[name]
+		if a.StringValue != nil {
+			a.StringValue = ptr.To(n.of(*a.StringValue))
+		}
+		api.Attributes[name] = a
+	}
+	g := d.gpu()
+	for _, s := range []*string{&g.Node, &g.Physical, &g.NVLinkDomain, &g.PCIeSwitch, &g.PCIeRoot, &g.Clique} {
+		*s = n.of(*s)
+	}
+	return shapeDevice{Device: api, GPU: g}
+}
