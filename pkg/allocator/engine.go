@@ -201,7 +201,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	var key, flags []byte
 	if bucket != nil && ctx.Err() == nil {
 		key, flags = s.nodeKey(view, host, sel)
-		if e, ok := bucket.get(key); ok {
+		if ctx.Err() != nil {
+			key = nil // a selector cut short wrote an error into it
+		} else if e, ok := bucket.get(key); ok {
 			s.eng.memoHits.Add(1)
 			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
 			return r.result(s.adopt(e.sol), e.explored)

@@ -75,12 +75,16 @@ func (inv *Inventory) shapeID(v *nodeView) uint64 {
 	return v.shape
 }
 
-// shapePool and shapeDevice are what shapeOf writes down.
+// shapePool and shapeDevice are what shapeOf writes down. A pool's
+// counters are as the search reads them: by set and name in index
+// order, totals and each device's uses in the pool's unit (amounts.go),
+// which depends on all of the pool's amounts.
 type shapePool struct {
 	Driver                        string
 	Incomplete, BindingConditions bool
-	Counters                      []counterKey
+	Counters                      [][2]string
 	Totals                        []int64
+	Bound                         float64
 	Devices                       []shapeDevice
 }
 
@@ -89,6 +93,7 @@ type shapeDevice struct {
 	// replaced by their numbers.
 	Device resourceapi.Device
 	GPU    topology.GPU
+	Uses   [][2]int64
 }
 
 // shapeOf writes the view's shape down; ok is false when the view may
@@ -103,12 +108,22 @@ func shapeOf(v *nodeView) (string, bool) {
 		if p.invalid || p.exact != nil || len(p.others) > 0 {
 			return "", false
 		}
-		sp := shapePool{Driver: p.driver, Incomplete: p.incomplete, BindingConditions: p.hasBindingConditions, Counters: p.counterNames, Totals: p.counterTotal}
-		for _, d := range p.devices {
+		sp := shapePool{Driver: p.driver, Incomplete: p.incomplete, BindingConditions: p.hasBindingConditions,
+			Totals: p.counterTotal, Bound: p.counterBound}
+		for _, c := range p.counterNames {
+			sp.Counters = append(sp.Counters, [2]string{c.set, c.counter})
+		}
+		for i, d := range p.devices {
 			if ptr.Deref(d.slice.Spec.NodeName, "") != v.node || ptr.Deref(d.slice.Spec.PerDeviceNodeSelection, false) {
 				return "", false
 			}
-			sp.Devices = append(sp.Devices, names.device(d))
+			sd := names.device(d)
+			if p.uses != nil {
+				for _, u := range p.uses[i] {
+					sd.Uses = append(sd.Uses, [2]int64{int64(u.idx), u.milli})
+				}
+			}
+			sp.Devices = append(sp.Devices, sd)
 		}
 		pools = append(pools, sp)
 	}

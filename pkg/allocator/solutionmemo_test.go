@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -458,5 +459,60 @@ func TestSolutionMemoSurvivesRefresh(t *testing.T) {
 	}
 	if res.Quality.WorstLink != topology.LinkNVLink {
 		t.Errorf("on the new NVSwitch board the pair is on %v, want nvlink", res.Quality.WorstLink)
+	}
+}
+
+// TestSolutionMemoCountersInShape: nodes whose devices consume the same
+// counters by name are told apart when their counter sets are listed in
+// another order or their amounts convert to another unit (amounts.go):
+// two devices fit on the second node and not on the first, which must
+// not get the second's solution.
+func TestSolutionMemoCountersInShape(t *testing.T) {
+	counterNode := func(node string, sets ...resourceapi.CounterSet) []*resourceapi.ResourceSlice {
+		pool := resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 2}
+		devices := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-devices"},
+			Spec:       resourceapi.ResourceSliceSpec{Driver: drvNVIDIA, NodeName: ptr.To(node), Pool: pool},
+		}
+		for i := range 2 {
+			devices.Spec.Devices = append(devices.Spec.Devices, resourceapi.Device{
+				Name:       fmt.Sprintf("part-%d", i),
+				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}},
+				ConsumesCounters: []resourceapi.DeviceCounterConsumption{{
+					CounterSet: "s1", Counters: map[string]resourceapi.Counter{"mem": {Value: resource.MustParse("1")}},
+				}},
+			})
+		}
+		counters := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-counters"},
+			Spec:       resourceapi.ResourceSliceSpec{Driver: drvNVIDIA, NodeName: ptr.To(node), Pool: pool, SharedCounters: sets},
+		}
+		return []*resourceapi.ResourceSlice{devices, counters}
+	}
+	set := func(name, mem string) resourceapi.CounterSet {
+		return resourceapi.CounterSet{Name: name, Counters: map[string]resourceapi.Counter{"mem": {Value: resource.MustParse(mem)}}}
+	}
+	for name, tc := range map[string]struct{ tight, roomy []resourceapi.CounterSet }{
+		"counter sets in another order": {tight: []resourceapi.CounterSet{set("s1", "1"), set("s2", "2")}, roomy: []resourceapi.CounterSet{set("s2", "1"), set("s1", "2")}},
+		"amounts in another unit":       {tight: []resourceapi.CounterSet{set("s1", "1.5")}, roomy: []resourceapi.CounterSet{set("s1", "15")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := NewInventory(append(counterNode("roomy", tc.roomy...), counterNode("tight", tc.tight...)...), DefaultFeatures())
+			claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}
+			if _, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("roomy"), nil); err != nil {
+				t.Fatalf("roomy node: %v", err)
+			}
+			res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(context.Background(), node("tight"), nil)
+			if err == nil {
+				t.Fatalf("tight node: allocated %v, want no room for two devices", res.Allocations[0].Devices.Results)
+			}
+			if n := e.memoHits.Load(); n != 0 {
+				t.Errorf("memo hits: %d, want 0", n)
+			}
+		})
 	}
 }

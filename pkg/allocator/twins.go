@@ -3,7 +3,6 @@ package allocator
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -91,28 +90,34 @@ func newLinkFields(devices []*device) linkFields {
 	return f
 }
 
-// uniqueValue stands for a value no other device of the node has: such a
-// value links the device to nothing, whatever it is.
-const uniqueValue = "\x00unique"
+// linkKey is a device's link-model description without what tells it
+// apart from its twins: its physical GPU, and each group value it alone
+// has, which is left out and marked unique (a value links the device to
+// nothing then, whatever it is).
+type linkKey struct {
+	GPU                                        topology.GPU
+	NVLink, PCIeSwitch, PCIeRoot, Clique, NUMA bool // unique
+}
 
-// normalize drops what tells g apart from its twins: its physical GPU and
-// the group values it alone has.
-func (f linkFields) normalize(g topology.GPU) topology.GPU {
+func (f linkFields) normalize(g topology.GPU) linkKey {
 	g.Physical = ""
-	unique := func(v string, counts map[string]int) string {
-		if v != "" && counts[v] == 1 {
-			return uniqueValue
+	k := linkKey{}
+	unique := func(v *string, counts map[string]int) bool {
+		if *v != "" && counts[*v] == 1 {
+			*v = ""
+			return true
 		}
-		return v
+		return false
 	}
-	g.NVLinkDomain = unique(g.NVLinkDomain, f.nvlink)
-	g.PCIeSwitch = unique(g.PCIeSwitch, f.pcieSwitch)
-	g.PCIeRoot = unique(g.PCIeRoot, f.pcieRoot)
-	g.Clique = unique(g.Clique, f.clique)
+	k.NVLink = unique(&g.NVLinkDomain, f.nvlink)
+	k.PCIeSwitch = unique(&g.PCIeSwitch, f.pcieSwitch)
+	k.PCIeRoot = unique(&g.PCIeRoot, f.pcieRoot)
+	k.Clique = unique(&g.Clique, f.clique)
 	if g.NUMA >= 0 && f.numa[g.NUMA] == 1 {
-		g.NUMA = -2
+		g.NUMA, k.NUMA = -1, true
 	}
-	return g
+	k.GPU = g
+	return k
 }
 
 // identityAttributes lists the attributes whose values differ on every
@@ -157,15 +162,36 @@ func attributeKey(a resourceapi.DeviceAttribute) string {
 	return "?:" + string(b)
 }
 
+// twinAttribute is one attribute in a twin key: its value is left out
+// for identity attributes.
+type twinAttribute struct {
+	Name  resourceapi.QualifiedName
+	Value *resourceapi.DeviceAttribute `json:",omitempty"`
+}
+
 // twinKey is everything the allocator reads of a device except its
-// identity; ok is false when it cannot be written down.
-func twinKey(pool int32, d *device, g topology.GPU, identity map[resourceapi.QualifiedName]bool) (string, bool) {
-	g.Physical = ""
-	var b strings.Builder
-	rest, err := json.Marshal(struct {
+// identity, written as JSON so that no two keys read alike; ok is false
+// when it cannot be written down.
+func twinKey(pool int32, d *device, links linkKey, identity map[resourceapi.QualifiedName]bool) (string, bool) {
+	names := make([]resourceapi.QualifiedName, 0, len(d.api.Attributes))
+	for name := range d.api.Attributes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	attrs := make([]twinAttribute, 0, len(names))
+	for _, name := range names {
+		a := twinAttribute{Name: name}
+		if !identity[name] {
+			v := d.api.Attributes[name]
+			a.Value = &v
+		}
+		attrs = append(attrs, a)
+	}
+	b, err := json.Marshal(struct {
 		Pool                     int32
 		Driver                   string
-		GPU                      topology.GPU
+		Links                    linkKey
+		Attributes               []twinAttribute
 		Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
 		Taints                   []resourceapi.DeviceTaint
 		BindsToNode              *bool
@@ -174,26 +200,12 @@ func twinKey(pool int32, d *device, g topology.GPU, identity map[resourceapi.Qua
 		NodeName                 *string
 		NodeSelector             any
 		AllNodes                 *bool
-	}{pool, d.slice.Spec.Driver, g, d.api.Capacity, d.api.Taints, d.api.BindsToNode, d.api.BindingConditions,
+	}{pool, d.slice.Spec.Driver, links, attrs, d.api.Capacity, d.api.Taints, d.api.BindsToNode, d.api.BindingConditions,
 		d.api.BindingFailureConditions, d.api.NodeName, d.api.NodeSelector, d.api.AllNodes})
 	if err != nil {
 		return "", false
 	}
-	b.Write(rest)
-	names := make([]string, 0, len(d.api.Attributes))
-	for name := range d.api.Attributes {
-		names = append(names, string(name))
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		b.WriteString("\x00")
-		b.WriteString(name)
-		if !identity[resourceapi.QualifiedName(name)] {
-			b.WriteString("=")
-			b.WriteString(attributeKey(d.api.Attributes[resourceapi.QualifiedName(name)]))
-		}
-	}
-	return b.String(), true
+	return string(b), true
 }
 
 // twinsUsable reports whether the run may skip twins: not when some
