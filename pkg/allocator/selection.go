@@ -31,20 +31,26 @@ func newSelection(ctx context.Context, s *Session, node *v1.Node, view *nodeView
 	return &selection{s: s, ctx: ctx, node: node, view: view, known: make([][]int8, len(s.reqs))}
 }
 
-// appendKey appends, per request and device, 1 when the request may take
-// the device, 2 when not, 0 when the answer is an error (which the
-// search meets where upstream would).
+// What appendKey writes per request and device.
+const (
+	selectionError byte = iota // the search meets it where upstream would
+	selected
+	notSelected
+)
+
+// appendKey appends, per request and device, whether the request may
+// take the device.
 func (x *selection) appendKey(b []byte) []byte {
 	for _, q := range x.s.reqs {
 		for d := range x.view.devices {
 			ok, err := x.selectable(q, d)
 			switch {
 			case err != nil:
-				b = append(b, 0)
+				b = append(b, selectionError)
 			case ok:
-				b = append(b, 1)
+				b = append(b, selected)
 			default:
-				b = append(b, 2)
+				b = append(b, notSelected)
 			}
 		}
 	}
