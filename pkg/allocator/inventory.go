@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -97,8 +96,6 @@ type nodeView struct {
 	// shape numbers the view for the solution memo (shape.go).
 	shapeOnce sync.Once
 	shape     uint64
-	// selected is the last selection written for this view's key.
-	selected atomic.Pointer[viewSelection]
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID

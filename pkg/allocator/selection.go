@@ -31,26 +31,20 @@ func newSelection(ctx context.Context, s *Session, node *v1.Node, view *nodeView
 	return &selection{s: s, ctx: ctx, node: node, view: view, known: make([][]int8, len(s.reqs))}
 }
 
-// What appendKey writes per request and device.
-const (
-	selectionError byte = iota // the search meets it where upstream would
-	selected
-	notSelected
-)
-
-// appendKey appends, per request and device, whether the request may
-// take the device.
+// appendKey appends, per request and device, 1 when the request may take
+// the device, 2 when not, 0 when the answer is an error (which the
+// search meets where upstream would).
 func (x *selection) appendKey(b []byte) []byte {
 	for _, q := range x.s.reqs {
 		for d := range x.view.devices {
 			ok, err := x.selectable(q, d)
 			switch {
 			case err != nil:
-				b = append(b, selectionError)
+				b = append(b, 0)
 			case ok:
-				b = append(b, selected)
+				b = append(b, 1)
 			default:
-				b = append(b, notSelected)
+				b = append(b, 2)
 			}
 		}
 	}

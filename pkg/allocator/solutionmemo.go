@@ -157,32 +157,8 @@ func (s *Session) nodeKey(view *nodeView, host *HostUse, sel *selection) (key, f
 	b := make([]byte, 0, 56+perDevice*len(view.devices))
 	b = binary.LittleEndian.AppendUint64(b, s.inv.shapeID(view))
 	b = appendHost(b, host)
-	b = s.appendSelection(b, view, sel)
-	return s.stateKey(b, view)
-}
-
-// viewSelection is the selection part of a view's key for the sessions
-// of one memo bucket: the same claims and classes select the same
-// devices of the same view, so later pods reuse it instead of looking up
-// every device again (a third of the key's cost on 5,000 nodes).
-type viewSelection struct {
-	bucket *memoBucket
-	key    []byte
-}
-
-// appendSelection appends what each request selects of the view's
-// devices, from the view's copy when this bucket wrote it. A selection
-// with errors is not copied: the search must meet them again.
-func (s *Session) appendSelection(b []byte, view *nodeView, sel *selection) []byte {
-	if c := view.selected.Load(); c != nil && c.bucket == s.bucket {
-		return append(b, c.key...)
-	}
-	start := len(b)
 	b = sel.appendKey(b)
-	if key := b[start:]; !slices.Contains(key, selectionError) {
-		view.selected.Store(&viewSelection{bucket: s.bucket, key: slices.Clone(key)})
-	}
-	return b
+	return s.stateKey(b, view)
 }
 
 // appendHost appends the node's CPU and memory as Packing reads them.

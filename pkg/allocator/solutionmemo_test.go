@@ -383,7 +383,14 @@ func TestSolutionMemoSkipsCutSearches(t *testing.T) {
 // own UUID, share solutions unless a selector tells their devices apart;
 // the answer then names the second node's own device.
 func TestSolutionMemoAcrossNodes(t *testing.T) {
-	withUUIDs := pairNodeWithUUIDs
+	withUUIDs := func(node string) *resourceapi.ResourceSlice {
+		s := pairNode(node)
+		for i := range s.Spec.Devices {
+			s.Spec.Devices[i].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))}
+		}
+		return s
+	}
+	uuid := `device.attributes["gpu.nvidia.com"].uuid`
 	for name, tc := range map[string]struct {
 		selector   string
 		hit        bool
@@ -391,8 +398,8 @@ func TestSolutionMemoAcrossNodes(t *testing.T) {
 	}{
 		"no selector":                          {hit: true},
 		"a selector that reads the model":      {selector: `device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 NVL"`, hit: true},
-		"a selector picking GPU 3 by its UUID": {selector: uuidAttr + `.endsWith("-3")`, hit: true, wantDevice: "gpu-3"},
-		"selectors picking other GPUs":         {selector: uuidAttr + ` == "GPU-n1-3" || ` + uuidAttr + ` == "GPU-n2-5"`, wantDevice: "gpu-5"},
+		"a selector picking GPU 3 by its UUID": {selector: uuid + `.endsWith("-3")`, hit: true, wantDevice: "gpu-3"},
+		"selectors picking other GPUs":         {selector: uuid + ` == "GPU-n1-3" || ` + uuid + ` == "GPU-n2-5"`, wantDevice: "gpu-5"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
@@ -420,44 +427,6 @@ func TestSolutionMemoAcrossNodes(t *testing.T) {
 				t.Errorf("allocated %s/%s, want a device of pool n2 %s", got.Pool, got.Device, tc.wantDevice)
 			}
 		})
-	}
-}
-
-// pairNodeWithUUIDs is pairNode with a UUID per GPU: GPU-<node>-<i>.
-func pairNodeWithUUIDs(node string) *resourceapi.ResourceSlice {
-	s := pairNode(node)
-	for i := range s.Spec.Devices {
-		s.Spec.Devices[i].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))}
-	}
-	return s
-}
-
-const uuidAttr = `device.attributes["gpu.nvidia.com"].uuid`
-
-// TestSolutionMemoSelectionPerSession: a view keeps the selection part
-// of its key for the sessions of one memo bucket only. Claim b selects
-// GPU 3 of n2, so its solution there is remembered under n2's key; on
-// n1 it selects GPU 5, and must not read claim a's selection of n1 (GPU
-// 3), which would make n1's key equal n2's.
-func TestSolutionMemoSelectionPerSession(t *testing.T) {
-	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := NewInventory([]*resourceapi.ResourceSlice{pairNodeWithUUIDs("n1"), pairNodeWithUUIDs("n2")}, DefaultFeatures())
-	a := []*resourceapi.ResourceClaim{claimOf("a", exact("r", gpuClass.Name, 1, uuidAttr+`.endsWith("-3")`))}
-	b := []*resourceapi.ResourceClaim{claimOf("b", exact("r", gpuClass.Name, 1, uuidAttr+` == "GPU-n1-5" || `+uuidAttr+` == "GPU-n2-3"`))}
-	for _, ask := range []struct {
-		claims     []*resourceapi.ResourceClaim
-		node, want string
-	}{{b, "n2", "gpu-3"}, {a, "n1", "gpu-3"}, {b, "n1", "gpu-5"}} {
-		res, err := e.NewSession(inv, testClasses, emptyState(), ask.claims).Allocate(context.Background(), node(ask.node), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := res.Allocations[0].Devices.Results[0].Device; got != ask.want {
-			t.Errorf("claim %s on %s: got %s, want %s", ask.claims[0].Name, ask.node, got, ask.want)
-		}
 	}
 }
 
