@@ -175,15 +175,10 @@ func capacityKey(req *resourceapi.CapacityRequirements) string {
 	if req == nil {
 		return ""
 	}
-	names := make([]string, 0, len(req.Requests))
-	for n := range req.Requests {
-		names = append(names, string(n))
-	}
-	slices.Sort(names)
 	var b strings.Builder
-	for _, n := range names {
-		v := req.Requests[resourceapi.QualifiedName(n)]
-		b.WriteString(n)
+	for _, n := range sortedKeys(req.Requests) {
+		v := req.Requests[n]
+		b.WriteString(string(n))
 		b.WriteByte('=')
 		b.WriteString(v.String())
 		b.WriteByte(';')

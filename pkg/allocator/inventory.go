@@ -345,8 +345,8 @@ func nodeMatches(node *v1.Node, nodeName string, allNodes bool, sel *v1.NodeSele
 	return false, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}

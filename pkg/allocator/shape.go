@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,7 @@ import (
 // equality, except in CEL selectors and the link model's product names,
 // so the shape writes each string as the order of its first appearance
 // in the view; selector results are part of the memo's key per
-// allocation (Session.selectionKey), and the link model's reading of a
+// allocation (selection.appendKey), and the link model's reading of a
 // product name is in the shape as the description it produced. Equal
 // shapes, ledgers, selections and CPU and memory make the search take the
 // same steps on both nodes and pick the same devices by position, so a
@@ -155,12 +154,8 @@ func (n stringNumbers) device(d *device) shapeDevice {
 	api := *d.api
 	api.Name = ""
 	api.Attributes = make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.api.Attributes))
-	attrs := make([]resourceapi.QualifiedName, 0, len(d.api.Attributes))
-	for name := range d.api.Attributes {
-		attrs = append(attrs, name)
-	}
-	slices.Sort(attrs) // numbers in an order the view's content fixes
-	for _, name := range attrs {
+	// Sorted: numbers in an order the view's content fixes.
+	for _, name := range sortedKeys(d.api.Attributes) {
 		a := d.api.Attributes[name]
 		if a.StringValue != nil {
 			a.StringValue = ptr.To(n.of(*a.StringValue))

@@ -20,7 +20,7 @@ import (
 // would repeat a search already done: on 5,000 nodes the search was half
 // of gputopo's scheduler CPU. A solution is reused only when everything
 // the search reads is the same: the session's claims, classes, engine and
-// workload (Session.memoKey, one bucket each), and the node's (nodeKey):
+// workload (Session.memoBucket, one bucket each), and the node's (nodeKey):
 // its view's shape (shape.go), CPU and memory, what each request selects
 // of its devices, and the ledger's entries for every device of its pools.
 // Nodes of one model in one state share their solutions. Only solutions
@@ -91,8 +91,8 @@ func dropOne[V any](m map[string]V, limit int) {
 	}
 }
 
-// engineIDs tells engines apart in memo keys: views, and so memos, are
-// shared by every engine that uses the inventory.
+// engineIDs tells engines apart in memo keys: an inventory, and so its
+// memo, is shared by every engine that uses it.
 var engineIDs atomic.Uint64
 
 // memoInput is what memoKey encodes.

@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"encoding/json"
-	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -173,13 +172,8 @@ type twinAttribute struct {
 // identity, written as JSON so that no two keys read alike; ok is false
 // when it cannot be written down.
 func twinKey(pool int32, d *device, links linkKey, identity map[resourceapi.QualifiedName]bool) (string, bool) {
-	names := make([]resourceapi.QualifiedName, 0, len(d.api.Attributes))
-	for name := range d.api.Attributes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	attrs := make([]twinAttribute, 0, len(names))
-	for _, name := range names {
+	attrs := make([]twinAttribute, 0, len(d.api.Attributes))
+	for _, name := range sortedKeys(d.api.Attributes) {
 		a := twinAttribute{Name: name}
 		if !identity[name] {
 			v := d.api.Attributes[name]
