@@ -123,10 +123,8 @@ func TestSecondSchedulerPartition(t *testing.T) {
 	c.create(podWithTemplate(ns, "gputopo-accel", "one-accel", "gputopo-scheduler"))
 
 	c.waitScheduled(ns, append(gputopoGPU, kubeAccel...)...)
-	c.waitFor("wrong-scheduler pods refused by the partition", 60*time.Second, func() (bool, error) {
-		return strings.Contains(c.schedulingMessage(ns, kubeGPU[0]), "allocated only by gputopo-scheduler") &&
-			strings.Contains(c.schedulingMessage(ns, "gputopo-accel"), "allocates only devices of driver gpu.nvidia.com"), nil
-	})
+	c.waitRefused(ns, kubeGPU, "allocated only by gputopo-scheduler")
+	c.waitRefused(ns, []string{"gputopo-accel"}, "allocates only devices of driver gpu.nvidia.com")
 	// Give the refused pods time to retry; none may bind.
 	time.Sleep(5 * time.Second)
 	for _, name := range append(kubeGPU, "gputopo-accel") {
@@ -142,6 +140,33 @@ func TestSecondSchedulerPartition(t *testing.T) {
 	if held := c.allocatedDevices(driver); held != 12 {
 		t.Errorf("%d GPUs allocated, want 12 (the gputopo pods')", held)
 	}
+}
+
+// waitRefused waits until one of the pods reports the refusal in its
+// PodScheduled condition. Any one, not a fixed one: while the wrong
+// scheduler's pods compete for the same free GPUs, a pod whose last try
+// found them in flight for another pod reads "cannot allocate" and waits
+// in the unschedulable queue, with no event to retry it for minutes,
+// while the pod that tries last keeps reaching the API server's refusal.
+func (c *cluster) waitRefused(ns string, pods []string, refusal string) {
+	c.t.Helper()
+	seen := map[string]string{}
+	defer func() {
+		if c.t.Failed() {
+			for _, name := range pods {
+				c.t.Logf("pod %s/%s: last scheduling message %q", ns, name, seen[name])
+			}
+		}
+	}()
+	c.waitFor(fmt.Sprintf("pods %v refused with %q", pods, refusal), 60*time.Second, func() (bool, error) {
+		for _, name := range pods {
+			seen[name] = c.schedulingMessage(ns, name)
+			if strings.Contains(seen[name], refusal) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 // allocatedDevices counts the devices of a driver that claims hold.
