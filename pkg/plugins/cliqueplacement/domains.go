@@ -33,7 +33,7 @@ func (pl *CliquePlacement) wholeGPUs(ctx context.Context) (map[string]*topology.
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	state, err := gputopology.GatherAllocatedState(ctx, pl.draManager)
+	state, err := gputopology.GatherAllocatedState(ctx, pl.draManager, pl.fts.EnableDRAConsumableCapacity)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 	// Through the plugin's reader, which retries while the claim tracker
 	// reports a concurrent modification (a claim event during the read).
 	inFlight := func() int {
-		state, err := GatherAllocatedState(env.tCtx, env.pl.draManager)
+		state, err := GatherAllocatedState(env.tCtx, env.pl.draManager, env.pl.features.ConsumableCapacity)
 		env.tCtx.ExpectNoError(err, "allocated devices")
 		return state.AllocatedDevices.Len()
 	}

@@ -135,7 +135,7 @@ func summarize(m fwk.SharedDRAManager, timeout time.Duration) (s topology.FleetS
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	state, err := GatherAllocatedState(ctx, m)
+	state, err := GatherAllocatedState(ctx, m, true) // a scrape is rare; read it all
 	if err != nil {
 		return s, err
 	}

@@ -193,18 +193,32 @@ func sameSlices[T comparable](a, b []T) bool {
 // allocatedState reads the ledger (allocated claims plus in-flight
 // allocations).
 func (pl *GPUTopology) allocatedState(ctx context.Context) (*allocator.AllocatedState, error) {
-	return GatherAllocatedState(ctx, pl.draManager)
+	return GatherAllocatedState(ctx, pl.draManager, pl.features.ConsumableCapacity)
 }
 
 // GatherAllocatedState reads the scheduler's shared ledger of allocated
 // and in-flight devices, retrying for up to 5s while the claim tracker
 // reports a concurrent change (it does whenever a claim changes during
 // the read), so that a busy cluster does not fail a scheduling cycle.
-func GatherAllocatedState(ctx context.Context, m fwk.SharedDRAManager) (*allocator.AllocatedState, error) {
+// Without withShares (the DRAConsumableCapacity gate) it reads only the
+// allocated devices, as the in-tree plugin does: the tracker then records
+// every share as a whole device, and its full state would also copy the
+// consumed capacity of every shared device in the cluster.
+func GatherAllocatedState(ctx context.Context, m fwk.SharedDRAManager, withShares bool) (*allocator.AllocatedState, error) {
+	gather := m.ResourceClaims().GatherAllocatedState
+	if !withShares {
+		gather = func() (*allocator.AllocatedState, error) {
+			devices, err := m.ResourceClaims().ListAllAllocatedDevices()
+			if err != nil {
+				return nil, err
+			}
+			return &allocator.AllocatedState{AllocatedDevices: devices}, nil
+		}
+	}
 	var lastErr error
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		s, err := m.ResourceClaims().GatherAllocatedState()
+		s, err := gather()
 		if err == nil && s != nil {
 			return s, nil
 		}
