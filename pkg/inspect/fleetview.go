@@ -78,15 +78,6 @@ func (v FleetView) GPU(poolDevice string) (topology.GPU, bool) {
 	return d.gpu, ok
 }
 
-// GPUs counts the whole GPUs of the view.
-func (v FleetView) GPUs() int {
-	n := 0
-	for _, gs := range v.nodes {
-		n += len(gs)
-	}
-	return n
-}
-
 // Occupancy is each GPU's used share: whole devices count 1, MIG
 // partitions their memory slices, shares their compute percentage.
 func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUse {
