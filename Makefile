@@ -63,12 +63,14 @@ bench-churn:
 ## each with the in-tree DynamicResources plugin and with gputopo; prints
 ## BENCH and QUALITY lines and leaves the JSON data items (benchstat,
 ## perf-dash format) in $(OUT)/perf. PERF_FLAGS=-perf-cpuprofile adds
-## CPU profiles.
+## CPU profiles; PERF_COUNT=N runs everything N times and reports medians
+## and the range of the ratios (ratios move by up to 30% between runs).
 PERF_OUT := $(OUT)/perf
 PERF_FLAGS ?=
+PERF_COUNT ?= 1
 bench-perf: $(ETCD)
 	@rm -rf $(PERF_OUT) && mkdir -p $(PERF_OUT)
-	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 60m ./test/perf \
+	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -count $(PERF_COUNT) -timeout $$((60 * $(PERF_COUNT)))m ./test/perf \
 		-args -data-items-dir=$(abspath $(PERF_OUT)) $(PERF_FLAGS) > $(PERF_OUT)/bench.log 2>&1 || (tail -50 $(PERF_OUT)/bench.log; exit 1)
 	$(GO) run ./hack/perfreport $(PERF_OUT) | tee $(PERF_OUT)/report.txt
 

@@ -11,6 +11,12 @@
 //
 //	CPU <workload> ms-per-pod intree=<ms> gputopo=<ms> ratio=<gputopo/intree>
 //
+// With several runs of the same workloads in dir (make bench-perf
+// PERF_COUNT=N), each figure is the median over the runs, the ratio the
+// median of the runs' own ratios (the i-th run of each scheduler paired),
+// and the BENCH line adds runs=N and the ratios' range (CPU: the ratio of
+// the medians).
+//
 // Throughput is the harness's SchedulingThroughput average; latency its
 // scheduler_scheduling_attempt_duration_seconds of scheduled attempts;
 // CPU the profile's samples with a frame of the scheduler's code
@@ -26,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,8 +81,9 @@ func run(dir string) error {
 	if err != nil {
 		return err
 	}
-	throughput := map[string]map[string]float64{} // workload -> scheduler -> pods/s
-	latency := map[string]map[string]float64{}    // workload p50|p99 -> scheduler -> ms
+	// In file name order, which is each suite's and scheduler's run order.
+	throughput := map[string]map[string][]float64{} // workload -> scheduler -> pods/s per run
+	latency := map[string]map[string][]float64{}    // workload p50|p99 -> scheduler -> ms per run
 	qualities := map[string]map[string]map[string]float64{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -108,43 +116,71 @@ func run(dir string) error {
 			}
 			if it.Labels["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && it.Labels["result"] == "scheduled" {
 				for _, p := range []string{"p50", "p99"} {
-					k := n[1] + " " + p
-					if latency[k] == nil {
-						latency[k] = map[string]float64{}
-					}
-					latency[k][t[2]] = it.Data["Perc"+p[1:]]
+					add(latency, n[1]+" "+p, t[2], it.Data["Perc"+p[1:]])
 				}
 			}
 			if it.Labels["Metric"] != "SchedulingThroughput" {
 				continue
 			}
-			if throughput[n[1]] == nil {
-				throughput[n[1]] = map[string]float64{}
-			}
-			throughput[n[1]][t[2]] = it.Data["Average"]
+			add(throughput, n[1], t[2], it.Data["Average"])
 		}
 	}
 	if len(throughput) == 0 && len(qualities) == 0 {
 		return fmt.Errorf("no data items or quality files in %s", dir)
 	}
 	for _, w := range sortedKeys(throughput) {
-		r := throughput[w]
-		in, ok1 := r["intree"]
-		ours, ok2 := r["gputopo"]
-		if !ok1 || !ok2 || in == 0 {
-			fmt.Printf("BENCH %s intree=%s gputopo=%s ratio=n/a\n", w, value(r, "intree"), value(r, "gputopo"))
-			continue
-		}
-		fmt.Printf("BENCH %s intree=%.1f gputopo=%.1f ratio=%.2f\n", w, in, ours, ours/in)
+		fmt.Println(benchLine(w, throughput[w]["intree"], throughput[w]["gputopo"]))
 	}
 	for _, k := range sortedKeys(latency) {
-		fmt.Printf("LATENCY %s intree=%s gputopo=%s\n", k, value(latency[k], "intree"), value(latency[k], "gputopo"))
+		fmt.Printf("LATENCY %s intree=%s gputopo=%s\n", k, medianOf(latency[k]["intree"]), medianOf(latency[k]["gputopo"]))
 	}
 	for _, k := range sortedKeys(qualities) {
 		r := qualities[k]
 		fmt.Printf("QUALITY %s intree=%s gputopo=%s\n", k, value(r["x"], "intree"), value(r["x"], "gputopo"))
 	}
 	return nil
+}
+
+func add(m map[string]map[string][]float64, key, scheduler string, v float64) {
+	if m[key] == nil {
+		m[key] = map[string][]float64{}
+	}
+	m[key][scheduler] = append(m[key][scheduler], v)
+}
+
+// benchLine is the BENCH line of a workload from each scheduler's pods/s
+// per run.
+func benchLine(workload string, intree, gputopo []float64) string {
+	runs := min(len(intree), len(gputopo))
+	if runs == 0 || slices.Contains(intree[:runs], 0) {
+		return fmt.Sprintf("BENCH %s intree=%s gputopo=%s ratio=n/a", workload, medianOf(intree), medianOf(gputopo))
+	}
+	ratios := make([]float64, runs)
+	for i := range runs {
+		ratios[i] = gputopo[i] / intree[i]
+	}
+	line := fmt.Sprintf("BENCH %s intree=%.1f gputopo=%.1f ratio=%.2f", workload, median(intree), median(gputopo), median(ratios))
+	if runs > 1 {
+		line += fmt.Sprintf(" runs=%d ratio-range=%.2f-%.2f", runs, slices.Min(ratios), slices.Max(ratios))
+	}
+	return line
+}
+
+// median of a non-empty list (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianOf formats the median, or n/a for no runs.
+func medianOf(v []float64) string {
+	if len(v) == 0 {
+		return "n/a"
+	}
+	return value(map[string]float64{"x": median(v)}, "x")
 }
 
 func set(m map[string]map[string]map[string]float64, key, scheduler string, v float64) {
@@ -185,7 +221,7 @@ func cpu(dir string, pods int) error {
 	if err != nil {
 		return err
 	}
-	perPod := map[string]map[string]float64{} // workload -> scheduler -> ms
+	perPod := map[string]map[string][]float64{} // workload -> scheduler -> ms per run
 	for _, f := range files {
 		m := profile.FindStringSubmatch(filepath.Base(f))
 		if m == nil {
@@ -195,22 +231,18 @@ func cpu(dir string, pods int) error {
 		if err != nil {
 			return err
 		}
-		w := m[1] + "/" + m[2]
-		if perPod[w] == nil {
-			perPod[w] = map[string]float64{}
-		}
-		perPod[w][m[3]] = float64(total.Milliseconds()) / float64(pods)
+		add(perPod, m[1]+"/"+m[2], m[3], float64(total.Milliseconds())/float64(pods))
 	}
 	if len(perPod) == 0 {
 		return fmt.Errorf("no CPU profiles (-perf-cpuprofile) in %s", dir)
 	}
 	for _, w := range sortedKeys(perPod) {
-		r := perPod[w]
+		in, ours := perPod[w]["intree"], perPod[w]["gputopo"]
 		ratio := "n/a"
-		if r["intree"] > 0 && r["gputopo"] > 0 {
-			ratio = fmt.Sprintf("%.2f", r["gputopo"]/r["intree"])
+		if len(in) > 0 && len(ours) > 0 && median(in) > 0 {
+			ratio = fmt.Sprintf("%.2f", median(ours)/median(in))
 		}
-		fmt.Printf("CPU %s ms-per-pod intree=%s gputopo=%s ratio=%s\n", w, value(r, "intree"), value(r, "gputopo"), ratio)
+		fmt.Printf("CPU %s ms-per-pod intree=%s gputopo=%s ratio=%s\n", w, medianOf(in), medianOf(ours), ratio)
 	}
 	return nil
 }

@@ -1,0 +1,26 @@
+package main
+
+import "testing"
+
+func TestBenchLine(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		intree, gputopo []float64
+		want            string
+	}{
+		{"one run", []float64{40}, []float64{50}, "BENCH w intree=40.0 gputopo=50.0 ratio=1.25"},
+		{"three runs: medians, the median of the paired ratios and their range",
+			[]float64{40, 80, 50}, []float64{60, 60, 50},
+			"BENCH w intree=50.0 gputopo=60.0 ratio=1.00 runs=3 ratio-range=0.75-1.50"},
+		{"two runs: the middle two averaged", []float64{40, 60}, []float64{40, 90}, "BENCH w intree=50.0 gputopo=65.0 ratio=1.25 runs=2 ratio-range=1.00-1.50"},
+		{"a run of one scheduler missing: paired as far as both ran", []float64{40, 50}, []float64{40}, "BENCH w intree=45.0 gputopo=40.0 ratio=1.00"},
+		{"no gputopo run", []float64{40}, nil, "BENCH w intree=40 gputopo=n/a ratio=n/a"},
+		{"zero throughput", []float64{0}, []float64{10}, "BENCH w intree=0 gputopo=10 ratio=n/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := benchLine("w", tc.intree, tc.gputopo); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
