@@ -141,6 +141,7 @@ func run(dir string) error {
 	return nil
 }
 
+// add appends one run's figure of a scheduler under key.
 func add(m map[string]map[string][]float64, key, scheduler string, v float64) {
 	if m[key] == nil {
 		m[key] = map[string][]float64{}
@@ -180,7 +181,7 @@ func medianOf(v []float64) string {
 	if len(v) == 0 {
 		return "n/a"
 	}
-	return value(map[string]float64{"x": median(v)}, "x")
+	return number(median(v))
 }
 
 func set(m map[string]map[string]map[string]float64, key, scheduler string, v float64) {
@@ -195,6 +196,11 @@ func value(r map[string]float64, k string) string {
 	if !ok {
 		return "n/a"
 	}
+	return number(v)
+}
+
+// number formats v to one decimal without trailing zeros.
+func number(v float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", v), "0"), ".")
 }
 
