@@ -28,6 +28,11 @@ func TestParseRejectsBadFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
 		}
 	}
+	empty := t.TempDir()
+	if _, err := parse([]string{"--scenario=openb", "--openb-dir=" + empty}); err == nil ||
+		!strings.Contains(err.Error(), "--openb-dir="+empty+": open openb_node_list_gpu_node.csv") {
+		t.Errorf("--openb-dir without a node list: error %v, want it to name the folder and the file", err)
+	}
 	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
 	if err != nil || f.until != 120 || f.nodes != 150 {
 		t.Errorf("valid flags: %+v, %v", f, err)

@@ -99,6 +99,12 @@ func parse(args []string) (flags, error) {
 	if f.nodes < 0 {
 		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)
 	}
+	// A wrong folder is named here, not once a control plane is up.
+	if f.openbDir != "" {
+		if _, err := openb.LoadNodes(os.DirFS(f.openbDir)); err != nil {
+			return f, fmt.Errorf("--openb-dir=%s: %w", f.openbDir, err)
+		}
+	}
 	if most := 100 * openb.DefaultInflation; f.until <= 0 || f.until > most {
 		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, most)
 	}

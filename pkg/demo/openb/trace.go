@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -77,6 +78,9 @@ func LoadPods(trace fs.FS, variant string) ([]Pod, error) {
 		return nil, fmt.Errorf("openb: invalid trace name %q", variant)
 	}
 	f, err := openFile(trace, PodFile(variant))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("openb: no trace %q (%w); traces there: %s", variant, err, strings.Join(Traces(trace), ", "))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +90,25 @@ func LoadPods(trace fs.FS, variant string) ([]Pod, error) {
 		return nil, fmt.Errorf("%s: %w", PodFile(variant), err)
 	}
 	return pods, nil
+}
+
+// Traces lists the trace variants whose pod lists trace holds, plain or
+// compressed, sorted; none when it cannot be read.
+func Traces(trace fs.FS) []string {
+	entries, err := fs.ReadDir(trace, ".")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".gz")
+		variant, ok := strings.CutPrefix(strings.TrimSuffix(name, ".csv"), "openb_pod_list_")
+		if ok && strings.HasSuffix(name, ".csv") && !slices.Contains(names, variant) {
+			names = append(names, variant)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ReadNodes parses a node list. Columns are found by header name, so their

@@ -3,6 +3,7 @@ package openb
 import (
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -175,6 +176,24 @@ func TestLoadPodsRejectsPathsAndNamesFile(t *testing.T) {
 	}
 	if _, err := LoadPods(dir, "nosuch"); err == nil || !strings.Contains(err.Error(), "openb_pod_list_nosuch.csv") {
 		t.Errorf("LoadPods(nosuch) error = %v, want it to name the file", err)
+	}
+}
+
+// A trace that is not there is named with the ones that are, plain and
+// compressed alike, each once.
+func TestLoadPodsNamesTheTracesThere(t *testing.T) {
+	tmp := t.TempDir()
+	for _, name := range []string{"openb_pod_list_b.csv", "openb_pod_list_a.csv.gz", "openb_pod_list_b.csv.gz", NodeFile, "openb_pod_list_c.txt"} {
+		if err := os.WriteFile(filepath.Join(tmp, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadPods(os.DirFS(tmp), "gpushare4")
+	if err == nil || !strings.Contains(err.Error(), `no trace "gpushare4"`) || !strings.HasSuffix(err.Error(), "traces there: a, b") {
+		t.Errorf("LoadPods(gpushare4) error = %v, want it to name the trace and list a, b", err)
+	}
+	if got := Traces(Embedded()); len(got) != 24 || !slices.Contains(got, "default") || !slices.Contains(got, "cpu250") {
+		t.Errorf("Traces(Embedded()) = %v, want the 24 shipped pod lists", got)
 	}
 }
 
