@@ -22,6 +22,15 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb-table", "--schedulers=gputopo,gputopo"}, `--schedulers: "gputopo" named twice`},
 		{[]string{"--scenario=churn", "--streams=nvlink-pairs,dgx"}, `--streams: no churn stream "dgx" (want one of nvlink-pairs, nvswitch, gb200, mig-a100, mig-h100, shared)`},
 		{[]string{"--scenario=churn", "--streams=shared,shared"}, `--streams: churn stream "shared" named twice`},
+		{[]string{"churn", "--seeds=3"}, `unexpected argument "churn"`},
+		{[]string{"--quiet", "false", "--scenario=churn"}, `unexpected argument "false"`},
+		{[]string{"--scenario=churn", "--seeds=99999999999"}, "--seeds=99999999999: want 1 to 1000"},
+		{[]string{"--scenario=churn", "--seed=18446744073709551615", "--seeds=2"}, "the last seed would pass"},
+		{[]string{"--scenario=openb", "--until=NaN"}, "--until=NaN"},
+		{[]string{"--scenario=churn", "--kubeconfig=kc.yaml"}, "--kubeconfig replays the default scenario's workload on a cluster, not --scenario=churn"},
+		{[]string{"--scenario=openb-table", "--traces=default,default"}, `--traces: trace "default" named twice`},
+		{[]string{"--scenario=openb-table", "--traces=default, gpushare40"}, `--traces: no trace " gpushare40" (want one of cpu0,`},
+		{[]string{"--scenario=openb", "--trace=gpushare4"}, `--trace: no trace "gpushare4"`},
 	} {
 		_, err := parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -32,6 +41,12 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if _, err := parse([]string{"--scenario=openb", "--openb-dir=" + empty}); err == nil ||
 		!strings.Contains(err.Error(), "--openb-dir="+empty+": open openb_node_list_gpu_node.csv") {
 		t.Errorf("--openb-dir without a node list: error %v, want it to name the folder and the file", err)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "openb_node_list_gpu_node.csv"), []byte("sn,cpu_milli,memory_mib,gpu,model\ncpu-0,1000,1024,0,\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parse([]string{"--scenario=openb", "--openb-dir=" + empty}); err == nil || !strings.Contains(err.Error(), "no node with a GPU") {
+		t.Errorf("--openb-dir with CPU nodes only: error %v, want no node with a GPU", err)
 	}
 	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
 	if err != nil || f.until != 120 || f.nodes != 150 {

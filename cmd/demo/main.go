@@ -10,9 +10,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -69,6 +72,11 @@ func parse(args []string) (flags, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	// The flag package stops at the first word that is not a flag: what
+	// follows would be dropped without a word.
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q: flags take the form --name=value", fs.Arg(0))
+	}
 	// The control plane's own logs stay quiet unless asked for.
 	_ = klogFlags.Set("v", fmt.Sprint(*v))
 	if *v == 0 {
@@ -85,13 +93,19 @@ func parse(args []string) (flags, error) {
 	if _, err := sim.ChurnStreamsNamed(f.streams); err != nil {
 		return f, fmt.Errorf("--streams: %w", err)
 	}
+	if f.kubeconfig != "" && f.scenario != "default" {
+		return f, fmt.Errorf("--kubeconfig replays the default scenario's workload on a cluster, not --scenario=%s", f.scenario)
+	}
 	f.traces = strings.Split(*traces, ",")
 	f.schedulers = strings.Split(*schedulers, ",")
 	if _, err := tableTargets(f.schedulers); err != nil {
 		return f, err
 	}
-	if f.seeds < 1 {
-		return f, fmt.Errorf("--seeds=%d: want at least 1", f.seeds)
+	if f.seeds < 1 || f.seeds > maxSeeds {
+		return f, fmt.Errorf("--seeds=%d: want 1 to %d", f.seeds, maxSeeds)
+	}
+	if f.seed > math.MaxUint64-uint64(f.seeds-1) {
+		return f, fmt.Errorf("--seed=%d with --seeds=%d: the last seed would pass %d", f.seed, f.seeds, uint64(math.MaxUint64))
 	}
 	if f.parallel < 1 {
 		return f, fmt.Errorf("--parallel=%d: want at least 1", f.parallel)
@@ -99,14 +113,42 @@ func parse(args []string) (flags, error) {
 	if f.nodes < 0 {
 		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)
 	}
-	// A wrong folder is named here, not once a control plane is up.
+	// A wrong folder or trace is named here, not once a control plane
+	// is up or other traces have run.
 	if f.openbDir != "" {
 		if _, err := openb.LoadNodes(os.DirFS(f.openbDir)); err != nil {
 			return f, fmt.Errorf("--openb-dir=%s: %w", f.openbDir, err)
 		}
 	}
-	if most := 100 * openb.DefaultInflation; f.until <= 0 || f.until > most {
+	switch f.scenario {
+	case "openb-table":
+		if err := checkTraces(openbTrace(f.openbDir), f.traces); err != nil {
+			return f, fmt.Errorf("--traces: %w", err)
+		}
+	case "openb":
+		if err := checkTraces(openbTrace(f.openbDir), []string{f.trace}); err != nil {
+			return f, fmt.Errorf("--trace: %w", err)
+		}
+	}
+	if most := 100 * openb.DefaultInflation; !(f.until > 0 && f.until <= most) { // NaN too
 		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, most)
 	}
 	return f, nil
+}
+
+// maxSeeds bounds --seeds: every seed is a replay of each trace or stream.
+const maxSeeds = 1000
+
+// checkTraces refuses a trace named twice or not in the trace's folder.
+func checkTraces(trace fs.FS, names []string) error {
+	there := openb.Traces(trace)
+	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			return fmt.Errorf("trace %q named twice", name)
+		}
+		if !slices.Contains(there, name) {
+			return fmt.Errorf("no trace %q (want one of %s)", name, strings.Join(there, ", "))
+		}
+	}
+	return nil
 }

@@ -34,12 +34,12 @@ func run(ctx context.Context, args []string) error {
 	}
 	started := time.Now()
 	if err := os.MkdirAll(f.out, 0o750); err != nil {
-		return err
+		return fmt.Errorf("--out=%s: %w", f.out, err)
 	}
 	if f.cpuProfile != "" {
 		prof, err := os.Create(f.cpuProfile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		if err := pprof.StartCPUProfile(prof); err != nil {
 			_ = prof.Close()

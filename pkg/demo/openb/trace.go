@@ -66,6 +66,9 @@ func LoadNodes(trace fs.FS) ([]Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", NodeFile, err)
 	}
+	if CapacityMilli(nodes) == 0 {
+		return nil, fmt.Errorf("%s: no node with a GPU", NodeFile)
+	}
 	return nodes, nil
 }
 
