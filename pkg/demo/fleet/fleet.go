@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -67,10 +67,22 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 	if len(c.Nodes) == 0 {
 		errs = append(errs, field.Required(field.NewPath("nodes"), "at least one node group"))
 	}
+	seen := map[string]bool{}
 	for i, g := range c.Nodes {
 		p := field.NewPath("nodes").Index(i)
-		if g.Name == "" || strings.ContainsAny(g.Name, "._/ ") {
-			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "a DNS label"))
+		// Node names are <copy>-<name>-<i>: the name must be a DNS label.
+		for _, msg := range validation.IsDNS1123Label(g.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, msg))
+		}
+		if seen[g.Name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), g.Name))
+		}
+		seen[g.Name] = true
+		if g.CPU.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("cpu"), g.CPU.String(), "must not be negative"))
+		}
+		if g.Memory.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("memory"), g.Memory.String(), "must not be negative"))
 		}
 		if g.Count < 1 {
 			errs = append(errs, field.Invalid(p.Child("count"), g.Count, "must be at least 1"))

@@ -120,6 +120,9 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		if t.Count < 0 {
 			errs = append(errs, field.Invalid(p.Child("count"), t.Count, "must not be negative"))
 		}
+		if t.GPUs < 0 {
+			errs = append(errs, field.Invalid(p.Child("gpus"), t.GPUs, "must not be negative (0: count)"))
+		}
 		if t.Resource != "" {
 			switch {
 			case t.Resource != ExtendedGPU && t.Resource != implicitResource(t.Class):
@@ -147,8 +150,8 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		if g.Arrive < 0 || g.Arrive >= w.Steps {
 			errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", w.Steps-1)))
 		}
-		if g.Leave != 0 && g.Leave <= g.Arrive {
-			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, "must come after arrive"))
+		if g.Leave != 0 && (g.Leave <= g.Arrive || g.Leave >= w.Steps) {
+			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, fmt.Sprintf("must be a step after arrive, in %d..%d (0: the pods stay)", g.Arrive+1, w.Steps-1)))
 		}
 		if gang := g.Group; gang != nil {
 			if gang.MinCount < 0 || gang.MinCount > g.Count {

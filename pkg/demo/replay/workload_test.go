@@ -78,3 +78,22 @@ func TestRackLabels(t *testing.T) {
 		t.Errorf("byIndex: tray 2 after tray 10")
 	}
 }
+
+// A negative count toward the workload, and a
+// leave the replay never reaches, are refused with their field.
+func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
+	for _, tc := range []struct{ template, pod, want string }{
+		{"{class: gpu.nvidia.com, gpus: -3}", "{name: a, template: x, count: 1, arrive: 0}", "templates[x].gpus: Invalid value: -3"},
+		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 0, leave: 99}", "pods[0].leave: Invalid value: 99: must be a step after arrive, in 1..1"},
+		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 1, leave: 1}", "pods[0].leave: Invalid value: 1"},
+	} {
+		bad := "steps: 2\ntemplates:\n  x: " + tc.template + "\npods:\n- " + tc.pod + "\n"
+		if _, err := ParseWorkload([]byte(bad), "bad.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s / %s: error %v, want one containing %q", tc.template, tc.pod, err, tc.want)
+		}
+	}
+	ok := "steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 1, arrive: 0, leave: 1}\n"
+	if _, err := ParseWorkload([]byte(ok), "ok.yaml"); err != nil {
+		t.Errorf("leave at the last step: %v", err)
+	}
+}
