@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	}
 	runs, err := sim.RunTable(ctx, cfg, spec)
 	if err != nil {
-		return report.Report{}, err
+		return report.Report{}, keepFinished(filepath.Join(f.out, "runs.csv"), runs, err)
 	}
 	if err := writeRuns(filepath.Join(f.out, "runs.csv"), runs); err != nil {
 		return report.Report{}, err
@@ -66,6 +67,20 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 		Scenario: fmt.Sprintf("%d traces x %d seeds, %s GPU nodes; unallocated GPU %% at 100%% arrived, mean ± standard deviation over the seeds (lower is better)", len(spec.Traces), len(spec.Seeds), nodeCount(f.nodes)),
 		Notes:    []string{"Replayed in-process on kube-scheduler's own framework (package sim), each pod tried once, as the paper's simulator does. Published figures: the artifact's means over 10 seeds."},
 	}, nil
+}
+
+// keepFinished writes the replays that finished before err (an
+// interrupt, a failed replay) to path, so that hours of a table are not
+// lost; err says where they are.
+func keepFinished(path string, runs []sim.Run, err error) error {
+	finished := slices.DeleteFunc(runs, func(r sim.Run) bool { return r.Target == "" })
+	if len(finished) == 0 {
+		return err
+	}
+	if werr := writeRuns(path, finished); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return fmt.Errorf("%w (the %d replays that finished are in %s)", err, len(finished), path)
 }
 
 // inProcessProfiles is the configuration (--scheduler-config or the

@@ -43,7 +43,8 @@ type TableSpec struct {
 // RunTable replays every trace with every seed through every target,
 // the published methodology (Inflate to 1.3x, submit until 100% of the
 // GPU capacity is asked for, none deleted), and returns the runs in
-// trace, seed, target order.
+// trace, seed, target order. On an error it returns the runs that
+// finished, the others zero (no Target).
 func RunTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, spec TableSpec) ([]Run, error) {
 	all, err := openb.LoadNodes(spec.Trace)
 	if err != nil {
