@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gputopo/gputopo/pkg/demo/openb"
 	"github.com/gputopo/gputopo/pkg/demo/sim"
 )
 
@@ -27,5 +28,18 @@ func TestKeepFinishedWritesTheFinishedRuns(t *testing.T) {
 	}
 	if err := keepFinished(filepath.Join(t.TempDir(), "none.csv"), []sim.Run{{}}, context.Canceled); err != context.Canceled {
 		t.Errorf("nothing finished: error %v, want the cause alone", err)
+	}
+}
+
+// The header counts the nodes replayed: a sample, or the whole fleet when
+// --nodes is 0 or past it.
+func TestNodeCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "all 1213"}, {5000, "all 1213"}, {300, "300 of the 1213"}} {
+		if got, err := nodeCount(openb.Embedded(), tc.n); err != nil || got != tc.want {
+			t.Errorf("nodeCount(%d) = %q, %v; want %q", tc.n, got, err, tc.want)
+		}
 	}
 }
