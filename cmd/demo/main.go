@@ -93,8 +93,8 @@ func parse(args []string) (flags, error) {
 	if _, err := sim.ChurnStreamsNamed(f.streams); err != nil {
 		return f, fmt.Errorf("--streams: %w", err)
 	}
-	if f.kubeconfig != "" && f.scenario != "default" {
-		return f, fmt.Errorf("--kubeconfig replays the default scenario's workload on a cluster, not --scenario=%s", f.scenario)
+	if err := checkFlagsApply(fs, f.scenario); err != nil {
+		return f, err
 	}
 	f.traces = strings.Split(*traces, ",")
 	f.schedulers = strings.Split(*schedulers, ",")
@@ -134,6 +134,37 @@ func parse(args []string) (flags, error) {
 		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, most)
 	}
 	return f, nil
+}
+
+// flagScenarios lists the scenarios that read each scenario-specific flag;
+// the others (--out, --quiet, --cpuprofile, -v) apply to all.
+var flagScenarios = map[string][]string{
+	"cluster":          {"default", "nvl72"},
+	"workload":         {"default", "nvl72"},
+	"kubeconfig":       {"default", "nvl72"},
+	"trace":            {"openb"},
+	"until":            {"openb"},
+	"nodes":            {"openb", "openb-table"},
+	"openb-dir":        {"openb", "openb-table"},
+	"traces":           {"openb-table"},
+	"seed":             {"openb", "openb-table", "churn"},
+	"seeds":            {"openb-table", "churn"},
+	"parallel":         {"openb-table", "churn"},
+	"schedulers":       {"openb-table", "churn"},
+	"scheduler-config": {"openb-table", "churn"},
+	"streams":          {"churn"},
+}
+
+// checkFlagsApply refuses a flag set on the command line that the
+// scenario does not read: it would be ignored without a word.
+func checkFlagsApply(fs *flag.FlagSet, scenario string) error {
+	var err error
+	fs.Visit(func(fl *flag.Flag) {
+		if only, ok := flagScenarios[fl.Name]; ok && err == nil && !slices.Contains(only, scenario) {
+			err = fmt.Errorf("--%s applies to --scenario=%s, not %s", fl.Name, strings.Join(only, ", "), scenario)
+		}
+	})
+	return err
 }
 
 // maxSeeds bounds --seeds: every seed is a replay of each trace or stream.
