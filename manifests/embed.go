@@ -4,7 +4,12 @@
 // builds every kustomization the way `kubectl apply -k` does.
 package manifests
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
 
 // SchedulerConfigMap is manifests/scheduler/configmap.yaml: the
 // default-scheduler and gputopo-scheduler profiles.
@@ -30,3 +35,24 @@ var ExtendedResourcePatch []byte
 //
 //go:embed pod-groups/feature-gates.yaml
 var PodGroupsFeatureGates []byte
+
+// SchedulerConfigKey is the key of the scheduler ConfigMap that holds the
+// KubeSchedulerConfiguration.
+const SchedulerConfigKey = "scheduler-config.yaml"
+
+// SchedulerConfigFrom is the KubeSchedulerConfiguration a ConfigMap like
+// SchedulerConfigMap holds under SchedulerConfigKey.
+func SchedulerConfigFrom(configMap []byte) ([]byte, error) {
+	var cm struct {
+		Metadata struct{ Name string } `json:"metadata"`
+		Data     map[string]string     `json:"data"`
+	}
+	if err := yaml.Unmarshal(configMap, &cm); err != nil {
+		return nil, fmt.Errorf("scheduler ConfigMap: %w", err)
+	}
+	cfg, ok := cm.Data[SchedulerConfigKey]
+	if !ok {
+		return nil, fmt.Errorf("scheduler ConfigMap %s: no data key %s", cm.Metadata.Name, SchedulerConfigKey)
+	}
+	return []byte(cfg), nil
+}

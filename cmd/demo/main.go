@@ -10,7 +10,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -122,11 +121,11 @@ func parse(args []string) (flags, error) {
 	}
 	switch f.scenario {
 	case "openb-table":
-		if err := checkTraces(openbTrace(f.openbDir), f.traces); err != nil {
+		if err := openb.CheckTraces(openbTrace(f.openbDir), f.traces); err != nil {
 			return f, fmt.Errorf("--traces: %w", err)
 		}
 	case "openb":
-		if err := checkTraces(openbTrace(f.openbDir), []string{f.trace}); err != nil {
+		if err := openb.CheckTraces(openbTrace(f.openbDir), []string{f.trace}); err != nil {
 			return f, fmt.Errorf("--trace: %w", err)
 		}
 	}
@@ -169,17 +168,3 @@ func checkFlagsApply(fs *flag.FlagSet, scenario string) error {
 
 // maxSeeds bounds --seeds: every seed is a replay of each trace or stream.
 const maxSeeds = 1000
-
-// checkTraces refuses a trace named twice or not in the trace's folder.
-func checkTraces(trace fs.FS, names []string) error {
-	there := openb.Traces(trace)
-	for i, name := range names {
-		if slices.Contains(names[:i], name) {
-			return fmt.Errorf("trace %q named twice", name)
-		}
-		if !slices.Contains(there, name) {
-			return fmt.Errorf("no trace %q (want one of %s)", name, strings.Join(there, ", "))
-		}
-	}
-	return nil
-}

@@ -170,12 +170,12 @@ func PodGroupGates() (string, error) {
 }
 
 func startScheduler(ctx context.Context, dir, kubeconfig string, extraFlags ...string) (chan struct{}, error) {
-	var cm v1.ConfigMap
-	if err := yaml.Unmarshal(manifests.SchedulerConfigMap, &cm); err != nil {
-		return nil, fmt.Errorf("scheduler ConfigMap: %w", err)
+	data, err := manifests.SchedulerConfigFrom(manifests.SchedulerConfigMap)
+	if err != nil {
+		return nil, err
 	}
 	var cfg map[string]any
-	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("scheduler configuration: %w", err)
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 1000, "burst": 2000}

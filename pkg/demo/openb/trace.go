@@ -114,6 +114,21 @@ func Traces(trace fs.FS) []string {
 	return names
 }
 
+// CheckTraces refuses a trace named twice or whose pod list trace does
+// not hold.
+func CheckTraces(trace fs.FS, names []string) error {
+	there := Traces(trace)
+	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			return fmt.Errorf("trace %q named twice", name)
+		}
+		if !slices.Contains(there, name) {
+			return fmt.Errorf("no trace %q (want one of %s)", name, strings.Join(there, ", "))
+		}
+	}
+	return nil
+}
+
 // ReadNodes parses a node list. Columns are found by header name, so their
 // order does not matter and extra columns are ignored.
 func ReadNodes(r io.Reader) ([]Node, error) {
