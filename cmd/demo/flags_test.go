@@ -32,6 +32,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb-table", "--until=50"}, "--until applies to --scenario=openb, not openb-table"},
 		{[]string{"--scenario=openb", "--traces=default"}, "--traces applies to --scenario=openb-table, not openb"},
 		{[]string{"--nodes=10"}, "--nodes applies to --scenario=openb, openb-table, not default"},
+		{[]string{"--cluster=fleet.yaml", "--kubeconfig=kc.yaml"}, "--cluster builds a simulated fleet; --kubeconfig replays on the cluster's own nodes"},
+		{[]string{"--scenario=openb", "--streams=x"}, "--streams applies to --scenario=churn, not openb"},
 		{[]string{"--scenario=openb-table", "--traces=default,default"}, `--traces: trace "default" named twice`},
 		{[]string{"--scenario=openb-table", "--traces=default, gpushare40"}, `--traces: no trace " gpushare40" (want one of cpu0,`},
 		{[]string{"--scenario=openb", "--trace=gpushare4"}, `--trace: no trace "gpushare4"`},
@@ -51,6 +53,9 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 	if _, err := parse([]string{"--scenario=openb", "--openb-dir=" + empty}); err == nil || !strings.Contains(err.Error(), "no node with a GPU") {
 		t.Errorf("--openb-dir with CPU nodes only: error %v, want no node with a GPU", err)
+	}
+	if _, err := parse([]string{"--scenario=openb", "--seed=18446744073709551615"}); err != nil {
+		t.Errorf("--scenario=openb reads no --seeds, so any --seed goes: %v", err)
 	}
 	f, err := parse([]string{"--scenario=openb", "--until=120", "--nodes=150"})
 	if err != nil || f.until != 120 || f.nodes != 150 {

@@ -53,10 +53,10 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.cluster, "cluster", "", "fleet file (docs/demo.md); default: the built-in fleet")
 	fs.StringVar(&f.workload, "workload", "", "workload file (docs/demo.md); default: the built-in workload")
 	fs.StringVar(&f.trace, "trace", "default", "openb pod list: default, gpushare40, multigpu50, ... (openb_pod_list_<trace>.csv)")
-	fs.StringVar(&f.openbDir, "openb-dir", "", "directory of openb trace files (default: the copy shipped with gputopo)")
+	fs.StringVar(&f.openbDir, "openb-dir", "", "openb and openb-table: directory of openb trace files (default: the copy shipped with gputopo)")
 	fs.Uint64Var(&f.seed, "seed", 1, "openb: seed of the inflation and order; openb-table and churn: the first of the --seeds seeds")
 	fs.Float64Var(&f.until, "until", 100, "openb: stop submitting pods once they ask for this % of the GPU capacity (the headline is read at 100; at most 130, the inflation)")
-	fs.IntVar(&f.nodes, "nodes", 0, "openb: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
+	fs.IntVar(&f.nodes, "nodes", 0, "openb and openb-table: replay on this many of the trace's GPU nodes, spread over its shapes (a quicker look; 0: all 1,213, as published)")
 	traces := fs.String("traces", strings.Join(openb.PublishedTraces, ","), "openb-table: the traces to replay, comma-separated")
 	streams := fs.String("streams", strings.Join(sim.ChurnStreamNames(), ","), "churn: the streams to run, comma-separated")
 	schedulers := fs.String("schedulers", "gputopo,in-tree", "openb-table and churn: the profiles to replay, comma-separated: gputopo (gputopo-scheduler), in-tree (default-scheduler)")
@@ -88,12 +88,12 @@ func parse(args []string) (flags, error) {
 	default:
 		return f, fmt.Errorf("--scenario=%q: want default, nvl72, openb, openb-table or churn", f.scenario)
 	}
+	if err := checkFlagsApply(fs, f.scenario); err != nil {
+		return f, err
+	}
 	f.streams = strings.Split(*streams, ",")
 	if _, err := sim.ChurnStreamsNamed(f.streams); err != nil {
 		return f, fmt.Errorf("--streams: %w", err)
-	}
-	if err := checkFlagsApply(fs, f.scenario); err != nil {
-		return f, err
 	}
 	f.traces = strings.Split(*traces, ",")
 	f.schedulers = strings.Split(*schedulers, ",")
@@ -103,7 +103,7 @@ func parse(args []string) (flags, error) {
 	if f.seeds < 1 || f.seeds > maxSeeds {
 		return f, fmt.Errorf("--seeds=%d: want 1 to %d", f.seeds, maxSeeds)
 	}
-	if f.seed > math.MaxUint64-uint64(f.seeds-1) {
+	if slices.Contains(flagScenarios["seeds"], f.scenario) && f.seed > math.MaxUint64-uint64(f.seeds-1) {
 		return f, fmt.Errorf("--seed=%d with --seeds=%d: the last seed would pass %d", f.seed, f.seeds, uint64(math.MaxUint64))
 	}
 	if f.parallel < 1 {
@@ -155,14 +155,20 @@ var flagScenarios = map[string][]string{
 }
 
 // checkFlagsApply refuses a flag set on the command line that the
-// scenario does not read: it would be ignored without a word.
+// scenario does not read: it would be ignored without a word. A cluster
+// replay (--kubeconfig) uses the cluster's nodes, not --cluster's.
 func checkFlagsApply(fs *flag.FlagSet, scenario string) error {
 	var err error
+	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) {
+		set[fl.Name] = true
 		if only, ok := flagScenarios[fl.Name]; ok && err == nil && !slices.Contains(only, scenario) {
 			err = fmt.Errorf("--%s applies to --scenario=%s, not %s", fl.Name, strings.Join(only, ", "), scenario)
 		}
 	})
+	if err == nil && set["cluster"] && set["kubeconfig"] {
+		err = fmt.Errorf("--cluster builds a simulated fleet; --kubeconfig replays on the cluster's own nodes: give one")
+	}
 	return err
 }
 

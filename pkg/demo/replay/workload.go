@@ -151,7 +151,11 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 			errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", w.Steps-1)))
 		}
 		if g.Leave != 0 && (g.Leave <= g.Arrive || g.Leave >= w.Steps) {
-			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, fmt.Sprintf("must be a step after arrive, in %d..%d (0: the pods stay)", g.Arrive+1, w.Steps-1)))
+			msg := fmt.Sprintf("must be a step after arrive, in %d..%d (0: the pods stay)", g.Arrive+1, w.Steps-1)
+			if g.Arrive+1 >= w.Steps {
+				msg = "must be 0: the pods arrive at the last step"
+			}
+			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, msg))
 		}
 		if gang := g.Group; gang != nil {
 			if gang.MinCount < 0 || gang.MinCount > g.Count {

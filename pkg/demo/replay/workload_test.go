@@ -85,7 +85,7 @@ func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 	for _, tc := range []struct{ template, pod, want string }{
 		{"{class: gpu.nvidia.com, gpus: -3}", "{name: a, template: x, count: 1, arrive: 0}", "templates[x].gpus: Invalid value: -3"},
 		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 0, leave: 99}", "pods[0].leave: Invalid value: 99: must be a step after arrive, in 1..1"},
-		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 1, leave: 1}", "pods[0].leave: Invalid value: 1"},
+		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 1, leave: 1}", "pods[0].leave: Invalid value: 1: must be 0: the pods arrive at the last step"},
 	} {
 		bad := "steps: 2\ntemplates:\n  x: " + tc.template + "\npods:\n- " + tc.pod + "\n"
 		if _, err := ParseWorkload([]byte(bad), "bad.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {

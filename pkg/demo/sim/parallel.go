@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 )
 
 // inParallel calls do(i) for i in [0, n), at most workers at once, then
@@ -14,17 +13,22 @@ import (
 func inParallel(ctx context.Context, workers, n int, do func(i int) error, done func(i int)) error {
 	errs := make([]error, n)
 	next := make(chan int)
+	stop := make(chan struct{})
+	var stopOnce sync.Once
 	var wg sync.WaitGroup
 	var reporting sync.Mutex
-	var failed atomic.Bool
 	for range max(1, workers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				// A job handed out as another failed is not started.
+				if stopped(stop) || ctx.Err() != nil {
+					continue
+				}
 				errs[i] = do(i)
 				if errs[i] != nil {
-					failed.Store(true)
+					stopOnce.Do(func() { close(stop) })
 				} else if done != nil {
 					reporting.Lock()
 					done(i)
@@ -33,11 +37,17 @@ func inParallel(ctx context.Context, workers, n int, do func(i int) error, done 
 			}
 		}()
 	}
+hand:
 	for i := range n {
-		if ctx.Err() != nil || failed.Load() {
-			break
+		// A send that waits for a free worker gives up on a failure or
+		// ctx.
+		select {
+		case next <- i:
+		case <-stop:
+			break hand
+		case <-ctx.Done():
+			break hand
 		}
-		next <- i
 	}
 	close(next)
 	wg.Wait()
@@ -47,6 +57,16 @@ func inParallel(ctx context.Context, workers, n int, do func(i int) error, done 
 		}
 	}
 	return ctx.Err()
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // progress adapts a per-run callback to inParallel's done; nil stays nil.
