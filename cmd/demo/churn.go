@@ -17,7 +17,7 @@ import (
 // tables and make bench's QUALITY lines.
 func churnScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cfg, chosen, err := inProcessProfiles(f)
+	cfg, chosen, err := inProcessProfiles(ctx, f)
 	if err != nil {
 		return report.Report{}, err
 	}

@@ -94,13 +94,60 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = inProcessProfiles(f)
+	_, _, err = inProcessProfiles(t.Context(), f)
 	want := "--scheduler-config=" + path + ": no profile with schedulerName default-scheduler"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("both profiles from a file with one: error %v, want one containing %q", err, want)
 	}
 	f.schedulers = []string{"gputopo"}
-	if _, chosen, err := inProcessProfiles(f); err != nil || len(chosen) != 1 {
+	if _, chosen, err := inProcessProfiles(t.Context(), f); err != nil || len(chosen) != 1 {
 		t.Errorf("--schedulers=gputopo from a file with its profile: %v, %v", chosen, err)
+	}
+}
+
+// A plugin name the scheduler does not know fails before the first
+// replay, naming the file.
+func TestSchedulerConfigWithAnUnknownPluginFailsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.yaml")
+	cfg := `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gputopo-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GPUTopologyy
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parse([]string{"--scenario=churn", "--schedulers=gputopo", "--scheduler-config=" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = inProcessProfiles(t.Context(), f)
+	for _, want := range []string{"--scheduler-config=" + path, `"GPUTopologyy" does not exist`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one containing %q", err, want)
+		}
+	}
+}
+
+// --out must take files: a path under a regular file is refused before
+// anything runs.
+func TestOutMustBeAWritableDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := writableDir(filepath.Join(dir, "report")); err != nil {
+		t.Errorf("a new directory: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writableDir(filepath.Join(file, "report")); err == nil {
+		t.Error("a directory under a regular file: no error")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "report")); len(entries) != 0 {
+		t.Errorf("the write check left %d files behind", len(entries))
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	started := time.Now()
-	if err := os.MkdirAll(f.out, 0o750); err != nil {
+	if err := writableDir(f.out); err != nil {
 		return fmt.Errorf("--out=%s: %w", f.out, err)
 	}
 	if f.cpuProfile != "" {
@@ -91,6 +92,20 @@ func run(ctx context.Context, args []string) error {
 	abs, _ := filepath.Abs(filepath.Join(f.out, "report.html"))
 	fmt.Printf("\nReport: file://%s  (%s in all)\n", abs, time.Since(started).Round(time.Second))
 	return nil
+}
+
+// writableDir makes dir and checks that a file can be written in it, so
+// that a run of hours does not end unable to write its report.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return err
+	}
+	name := probe.Name()
+	return errors.Join(probe.Close(), os.Remove(name))
 }
 
 // progress prints a line that overwrites itself on a terminal.

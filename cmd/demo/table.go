@@ -25,7 +25,7 @@ import (
 // of unallocated GPU at 100% arrived next to the published figures.
 func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cfg, chosen, err := inProcessProfiles(f)
+	cfg, chosen, err := inProcessProfiles(ctx, f)
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -92,8 +92,8 @@ func keepFinished(path string, runs []sim.Run, err error) error {
 // inProcessProfiles is the configuration (--scheduler-config or the
 // shipped one) and the profiles (--schedulers) the in-process scenarios
 // replay.
-func inProcessProfiles(f flags) (*schedconfig.KubeSchedulerConfiguration, []replay.Target, error) {
-	cfg, err := tableConfig(f.schedulerConfig)
+func inProcessProfiles(ctx context.Context, f flags) (*schedconfig.KubeSchedulerConfiguration, []replay.Target, error) {
+	cfg, err := tableConfig(ctx, f.schedulerConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,8 +178,10 @@ func writeRuns(path string, runs []sim.Run) error {
 	return f.Close()
 }
 
-// tableConfig is the shipped scheduler configuration, or the file's.
-func tableConfig(path string) (*schedconfig.KubeSchedulerConfiguration, error) {
+// tableConfig is the shipped scheduler configuration, or the file's,
+// whose profiles are built once here so that an unknown plugin or args
+// a plugin refuses fail now, naming the file, not at the first replay.
+func tableConfig(ctx context.Context, path string) (*schedconfig.KubeSchedulerConfiguration, error) {
 	if path == "" {
 		return sim.ShippedConfig()
 	}
@@ -188,6 +190,9 @@ func tableConfig(path string) (*schedconfig.KubeSchedulerConfiguration, error) {
 		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
 	cfg, err := sim.DecodeConfig(data)
+	if err == nil {
+		err = sim.CheckProfiles(ctx, cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--scheduler-config=%s: %w", path, err)
 	}

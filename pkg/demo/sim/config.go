@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,4 +43,16 @@ func DecodeConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) 
 		return nil, fmt.Errorf("scheduler configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// CheckProfiles starts cfg's profiles as New would, on an empty
+// in-memory API, and stops them: a plugin that is not registered, or
+// args its New refuses, fail here rather than in the first replay.
+func CheckProfiles(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration) error {
+	s, err := New(ctx, cfg, NewClient())
+	if err != nil {
+		return err
+	}
+	s.Stop()
+	return nil
 }
