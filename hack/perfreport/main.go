@@ -214,8 +214,9 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // profile is the harness's CPU profile name:
-// <test case>_<workload>_<suite>_<scheduler>_<run id>-cpu.prof.
-var profile = regexp.MustCompile(`^([A-Za-z]+)_([A-Za-z0-9]+)_[a-z]+_(intree|gputopo)_.*-cpu\.prof$`)
+// <test case>_<workload>_<suite>_<scheduler>_<run id>-cpu.prof; upstream's
+// workload names have underscores (2000pods_200nodes).
+var profile = regexp.MustCompile(`^([A-Za-z]+)_([A-Za-z0-9_]+)_[a-z-]+_(intree|gputopo)_.*-cpu\.prof$`)
 
 // schedulerCode is what counts as the scheduler's CPU: any sample with a
 // frame of kube-scheduler's packages (the framework calls the plugins).

@@ -24,3 +24,22 @@ func TestBenchLine(t *testing.T) {
 		})
 	}
 }
+
+// Profile names give test case, workload and scheduler, with upstream's
+// underscores in the workload.
+func TestProfileName(t *testing.T) {
+	for name, want := range map[string][3]string{
+		"GPUFleet_5000nodes_gputopo_gputopo_2026-12-02T10:00:00Z-cpu.prof":                                            {"GPUFleet", "5000nodes", "gputopo"},
+		"SchedulingWithResourceClaimTemplate_half_200nodes_dra_intree_2026-12-05T13:12:50Z-cpu.prof":                  {"SchedulingWithResourceClaimTemplate", "half_200nodes", "intree"},
+		"SchedulingWithResourceClaimTemplate_2000pods_200nodes_dra_gputopo_2026-12-05T13:12:50Z-cpu.prof":             {"SchedulingWithResourceClaimTemplate", "2000pods_200nodes", "gputopo"},
+		"ExtendedResource_Explicit_25classes_2000pods_200nodes_extendedresource_intree_2026-12-05T13:12:50Z-cpu.prof": {"ExtendedResource", "Explicit_25classes_2000pods_200nodes", "intree"},
+	} {
+		m := profile.FindStringSubmatch(name)
+		if m == nil || [3]string{m[1], m[2], m[3]} != want {
+			t.Errorf("%s: %v, want %v", name, m, want)
+		}
+	}
+	if profile.MatchString("SchedulingWithResourceClaimTemplate_half_200nodes_dra_intree_x.dat") {
+		t.Error("a data file matched")
+	}
+}
