@@ -1,7 +1,6 @@
 package gputopology
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -167,14 +166,14 @@ func variantKey(names []v1.ResourceName) string {
 // variantOn returns the variant for the resources DRA serves on the
 // node, built the first time a node needs it: nodes whose device plugin
 // advertises some of the resources need a claim without them.
-func (pl *GPUTopology) variantOn(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo) *extendedVariant {
+func (pl *GPUTopology) variantOn(s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo) *extendedVariant {
 	names, key := s.ext.viaDRA(nodeInfo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v := s.ext.variants[key]; v != nil {
 		return v
 	}
-	v, _ := pl.newVariant(ctx, s, pod, names)
+	v, _ := pl.newVariant(s, pod, names)
 	s.ext.variants[key] = v
 	return v
 }
@@ -183,7 +182,7 @@ func (pl *GPUTopology) variantOn(ctx context.Context, s *stateData, pod *v1.Pod,
 // the pod's containers, and the session that allocates it with the
 // pod's claims (the pod's own session when DRA serves none), with the
 // placements of that session's workload.
-func (pl *GPUTopology) newVariant(ctx context.Context, s *stateData, pod *v1.Pod, names []v1.ResourceName) (*extendedVariant, *admission) {
+func (pl *GPUTopology) newVariant(s *stateData, pod *v1.Pod, names []v1.ResourceName) (*extendedVariant, *admission) {
 	if len(names) == 0 {
 		return &extendedVariant{session: s.session}, s.admission
 	}
@@ -196,6 +195,6 @@ func (pl *GPUTopology) newVariant(ctx context.Context, s *stateData, pod *v1.Pod
 	claim.Spec.Devices.Requests = requests
 	v := &extendedVariant{claim: claim, mappings: mappings}
 	var adm *admission
-	v.session, adm, v.err = pl.newSession(ctx, append(s.toAllocateClaims(), claim))
+	v.session, adm, v.err = pl.newSession(s.allocated, append(s.toAllocateClaims(), claim))
 	return v, adm
 }

@@ -15,6 +15,7 @@ import (
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cgotesting "k8s.io/client-go/testing"
+	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
@@ -126,5 +127,53 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
 	if got := stored.Status.ExtendedResourceClaimStatus; got == nil || got.ResourceClaimName != want.ResourceClaimName || len(got.RequestMappings) != 1 || got.RequestMappings[0] != want.RequestMappings[0] {
 		t.Errorf("pod status %+v, want %+v", got, want)
+	}
+}
+
+// countingDRA counts reads of the claim tracker's allocated state.
+type countingDRA struct {
+	fwk.SharedDRAManager
+	claims *countingClaims
+}
+
+func (d countingDRA) ResourceClaims() fwk.ResourceClaimTracker { return d.claims }
+
+type countingClaims struct {
+	fwk.ResourceClaimTracker
+	gathers atomic.Int32
+}
+
+func (c *countingClaims) GatherAllocatedState() (*structured.AllocatedState, error) {
+	c.gathers.Add(1)
+	return c.ResourceClaimTracker.GatherAllocatedState()
+}
+
+// A pod with a claim and an extended resource allocates both against one
+// read of the ledger per cycle, as upstream's PreFilter reads it: the
+// read copies the consumed capacity of every shared device in the
+// cluster, so a second one for the extended-resource claim doubled the
+// cycle's largest cost on a large shared fleet.
+func TestOneLedgerReadPerCycle(t *testing.T) {
+	pod := extendedGPUPod("p", 1)
+	pod.Spec.ResourceClaims = podWithClaims("p", "c").Spec.ResourceClaims
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a"), node("node-b")},
+		classes: []*resourceapi.DeviceClass{gpuClass, extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 1).Obj()},
+		pods:    []*v1.Pod{pod},
+	})
+	counted := &countingClaims{ResourceClaimTracker: env.pl.draManager.ResourceClaims()}
+	env.pl.draManager = countingDRA{SharedDRAManager: env.pl.draManager, claims: counted}
+
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-b"]); !status.IsSuccess() {
+		t.Fatalf("Filter node-b: %v", status)
+	}
+	if n := counted.gathers.Load(); n != 1 {
+		t.Errorf("PreFilter and Filter on two nodes read the allocated state %d times, want 1", n)
+	}
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
 	}
 }

@@ -100,8 +100,16 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		toAllocate = append(toAllocate, claim)
 	}
 	s.podHost, s.placementKey = podHost(pod), placementKey(pod)
+	if len(toAllocate) > 0 || ext != nil {
+		// Read once per cycle, as upstream's PreFilter reads it: the
+		// pod's session and every extended-resource variant built later
+		// in Filter allocate against the same view of the ledger.
+		if s.allocated, err = pl.allocatedState(ctx); err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+	}
 	if len(toAllocate) > 0 {
-		session, adm, err := pl.newSession(ctx, toAllocate)
+		session, adm, err := pl.newSession(s.allocated, toAllocate)
 		if err != nil {
 			return nil, fwk.AsStatus(err)
 		}
@@ -110,7 +118,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if ext != nil && !ext.stale() {
 		// The claim of nodes where DRA serves every resource, which is
 		// most nodes; other variants are built when a node needs them.
-		v, adm := pl.newVariant(ctx, s, pod, ext.all)
+		v, adm := pl.newVariant(s, pod, ext.all)
 		if v.err != nil {
 			return nil, fwk.AsStatus(v.err)
 		}
@@ -131,7 +139,11 @@ func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.Cycle
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	session, adm, err := pl.newSession(ctx, nil)
+	state, err := pl.allocatedState(ctx)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	session, adm, err := pl.newSession(state, nil)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
@@ -206,7 +218,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	session := s.session
 	var variant *extendedVariant
 	if s.ext != nil {
-		variant = pl.variantOn(ctx, s, pod, nodeInfo)
+		variant = pl.variantOn(s, pod, nodeInfo)
 		if variant.err != nil {
 			return fwk.AsStatus(variant.err)
 		}

@@ -129,14 +129,10 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 func (pl *GPUTopology) Name() string { return Name }
 
 // newSession is the engine's session for the pod's claims on the current
-// slices and allocated state, measuring fragmentation against the
-// learned workload, and which of its classes may run where (nil: all
+// slices and the cycle's allocated state, measuring fragmentation against
+// the learned workload, and which of its classes may run where (nil: all
 // anywhere).
-func (pl *GPUTopology) newSession(ctx context.Context, claims []*resourceapi.ResourceClaim) (*allocator.Session, *admission, error) {
-	state, err := pl.allocatedState(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+func (pl *GPUTopology) newSession(state *allocator.AllocatedState, claims []*resourceapi.ResourceClaim) (*allocator.Session, *admission, error) {
 	inv, err := pl.inventory()
 	if err != nil {
 		return nil, nil, err

@@ -33,6 +33,10 @@ type stateData struct {
 	// shared: claims allocated in flight by another pod of the same
 	// pod-group cycle (podgroup.go), by index, with that allocation.
 	shared map[int]*resourceapi.AllocationResult
+	// allocated is the scheduler's ledger as PreFilter read it (nil when
+	// nothing is to be allocated); sessions built later in the cycle use
+	// it too.
+	allocated *allocator.AllocatedState
 	// session is the engine's allocation problem for this pod, nil when
 	// every claim is already allocated.
 	session *allocator.Session
