@@ -7,7 +7,7 @@
 //	LATENCY <workload> p50|p99 intree=<ms> gputopo=<ms>
 //	QUALITY <workload> <metric> intree=<x> gputopo=<y>
 //
-// and, with -cpu-pods=N and the harness's CPU profiles (-perf-cpuprofile),
+// and, where the harness left CPU profiles (-perf-cpuprofile),
 //
 //	CPU <workload> ms-per-pod intree=<ms> gputopo=<ms> ratio=<gputopo/intree>
 //
@@ -20,8 +20,10 @@
 // Throughput is the harness's SchedulingThroughput average; latency its
 // scheduler_scheduling_attempt_duration_seconds of scheduled attempts;
 // CPU the profile's samples with a frame of the scheduler's code
-// (k8s.io/kubernetes/pkg/scheduler, which calls every plugin) over the N
-// pods the profiled (measured) phase schedules.
+// (k8s.io/kubernetes/pkg/scheduler, which calls every plugin) over the
+// pods the profiled (measured) phase scheduled: its throughput times its
+// duration, from the same run (the harness keeps the last run's profile),
+// or -cpu-pods=N.
 package main
 
 import (
@@ -58,43 +60,44 @@ var topic = regexp.MustCompile(`_benchmark_([a-z-]+)_(intree|gputopo)`)
 var name = regexp.MustCompile(`^BenchmarkPerfScheduling/[^/]+/([^/]+/[^/]+)`)
 
 func main() {
-	cpuPods := flag.Int("cpu-pods", 0, "pods the profiled phase of each workload schedules; 0: no CPU lines")
+	cpuPods := flag.Int("cpu-pods", 0, "pods the profiled phase of each workload schedules; 0: its throughput times its duration")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: perfreport [-cpu-pods=N] <directory>")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0)); err != nil {
+	scheduled, err := run(flag.Arg(0))
+	if err == nil {
+		err = cpu(flag.Arg(0), *cpuPods, scheduled)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "perfreport:", err)
 		os.Exit(1)
 	}
-	if *cpuPods > 0 {
-		if err := cpu(flag.Arg(0), *cpuPods); err != nil {
-			fmt.Fprintln(os.Stderr, "perfreport:", err)
-			os.Exit(1)
-		}
-	}
 }
 
-func run(dir string) error {
+// run prints the BENCH, LATENCY and QUALITY lines and returns, per
+// workload and scheduler, the pods each run's measured phase scheduled.
+func run(dir string) (map[string]map[string][]float64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// In file name order, which is each suite's and scheduler's run order.
 	throughput := map[string]map[string][]float64{} // workload -> scheduler -> pods/s per run
 	latency := map[string]map[string][]float64{}    // workload p50|p99 -> scheduler -> ms per run
+	duration := map[string]map[string][]float64{}   // workload -> scheduler -> seconds per run
 	qualities := map[string]map[string]map[string]float64{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		base := filepath.Base(f)
 		if strings.HasPrefix(base, "quality_") {
 			var q quality
 			if err := json.Unmarshal(raw, &q); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
+				return nil, fmt.Errorf("%s: %w", f, err)
 			}
 			for m, v := range q.Metrics {
 				set(qualities, q.Workload+" "+m, q.Scheduler, v)
@@ -107,7 +110,7 @@ func run(dir string) error {
 		}
 		var items dataItems
 		if err := json.Unmarshal(raw, &items); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, it := range items.DataItems {
 			n := name.FindStringSubmatch(it.Labels["Name"])
@@ -119,14 +122,16 @@ func run(dir string) error {
 					add(latency, n[1]+" "+p, t[2], it.Data["Perc"+p[1:]])
 				}
 			}
-			if it.Labels["Metric"] != "SchedulingThroughput" {
-				continue
+			switch it.Labels["Metric"] {
+			case "SchedulingThroughput":
+				add(throughput, n[1], t[2], it.Data["Average"])
+			case "SchedulingDuration":
+				add(duration, n[1], t[2], it.Data["Duration"])
 			}
-			add(throughput, n[1], t[2], it.Data["Average"])
 		}
 	}
 	if len(throughput) == 0 && len(qualities) == 0 {
-		return fmt.Errorf("no data items or quality files in %s", dir)
+		return nil, fmt.Errorf("no data items or quality files in %s", dir)
 	}
 	for _, w := range sortedKeys(throughput) {
 		fmt.Println(benchLine(w, throughput[w]["intree"], throughput[w]["gputopo"]))
@@ -138,7 +143,23 @@ func run(dir string) error {
 		r := qualities[k]
 		fmt.Printf("QUALITY %s intree=%s gputopo=%s\n", k, value(r["x"], "intree"), value(r["x"], "gputopo"))
 	}
-	return nil
+	return scheduledPods(throughput, duration), nil
+}
+
+// scheduledPods is each run's throughput (pods/s) times its measured
+// phase's duration: the pods that phase scheduled (1,000 measured pods
+// come out as 1,040-1,050), also for a steady state of fixed duration.
+func scheduledPods(throughput, duration map[string]map[string][]float64) map[string]map[string][]float64 {
+	out := map[string]map[string][]float64{}
+	for w, bySched := range throughput {
+		for sched, rates := range bySched {
+			secs := duration[w][sched]
+			for i := range min(len(rates), len(secs)) {
+				add(out, w, sched, rates[i]*secs[i])
+			}
+		}
+	}
+	return out
 }
 
 // add appends one run's figure of a scheduler under key.
@@ -223,9 +244,12 @@ var profile = regexp.MustCompile(`^([A-Za-z]+)_([A-Za-z0-9_]+)_[a-z-]+_(intree|g
 const schedulerCode = `k8s\.io/kubernetes/pkg/scheduler`
 
 // cpu prints CPU per pod from the CPU profiles in dir.
-func cpu(dir string, pods int) error {
+// The harness overwrites a workload's profile on every run, so it is
+// the last run's, divided by the pods of that run; with no profiles in
+// dir there are no CPU lines.
+func cpu(dir string, fixedPods int, scheduled map[string]map[string][]float64) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*-cpu.prof"))
-	if err != nil {
+	if err != nil || len(files) == 0 {
 		return err
 	}
 	perPod := map[string]map[string][]float64{} // workload -> scheduler -> ms per run
@@ -234,14 +258,19 @@ func cpu(dir string, pods int) error {
 		if m == nil {
 			continue
 		}
+		w := m[1] + "/" + m[2]
+		pods := float64(fixedPods)
+		if runs := scheduled[w][m[3]]; pods == 0 && len(runs) > 0 {
+			pods = runs[len(runs)-1]
+		}
+		if pods < 1 {
+			return fmt.Errorf("%s: no pod count (no throughput and duration for %s %s; give -cpu-pods)", f, w, m[3])
+		}
 		total, err := focusedCPU(f)
 		if err != nil {
 			return err
 		}
-		add(perPod, m[1]+"/"+m[2], m[3], float64(total.Milliseconds())/float64(pods))
-	}
-	if len(perPod) == 0 {
-		return fmt.Errorf("no CPU profiles (-perf-cpuprofile) in %s", dir)
+		add(perPod, w, m[3], float64(total.Milliseconds())/pods)
 	}
 	for _, w := range sortedKeys(perPod) {
 		in, ours := perPod[w]["intree"], perPod[w]["gputopo"]

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestBenchLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -41,5 +44,20 @@ func TestProfileName(t *testing.T) {
 	}
 	if profile.MatchString("SchedulingWithResourceClaimTemplate_half_200nodes_dra_intree_x.dat") {
 		t.Error("a data file matched")
+	}
+}
+
+// The pods a run scheduled are its throughput times its duration, run by
+// run; a run without its duration counts none.
+func TestScheduledPods(t *testing.T) {
+	got := scheduledPods(
+		map[string]map[string][]float64{"w": {"intree": {10, 20, 30}, "gputopo": {5}}},
+		map[string]map[string][]float64{"w": {"intree": {100, 50}}},
+	)
+	if want := []float64{1000, 1000}; !slices.Equal(got["w"]["intree"], want) {
+		t.Errorf("intree: %v, want %v", got["w"]["intree"], want)
+	}
+	if len(got["w"]["gputopo"]) != 0 {
+		t.Errorf("gputopo without a duration: %v, want none", got["w"]["gputopo"])
 	}
 }
