@@ -121,14 +121,18 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 	return e, nil
 }
 
-// extendedClaimOf is the extended-resource claim the pod controls.
+// extendedClaimOf is the extended-resource claim the pod controls. As
+// upstream, it looks through every claim in the cluster, once per
+// scheduling attempt of such a pod: the owner's UID, which tells almost
+// every claim apart at its first bytes, is compared before the annotation
+// is looked up (that lookup hashes a 45-byte key: in upstream's
+// 2,000-pod extended-resource workload the scan was 27% of the
+// scheduler's CPU).
 func extendedClaimOf(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 	for _, c := range claims {
-		if c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
-			continue
-		}
 		for _, o := range c.OwnerReferences {
-			if o.UID == pod.UID && o.Name == pod.Name && ptr.Deref(o.Controller, false) {
+			if o.UID == pod.UID && o.Name == pod.Name && ptr.Deref(o.Controller, false) &&
+				c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true" {
 				return c
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -175,5 +176,35 @@ func TestOneLedgerReadPerCycle(t *testing.T) {
 	}
 	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("Reserve: %v", status)
+	}
+}
+
+// The pod's extended-resource claim is the one it controls that carries
+// upstream's annotation; a claim from a template it owns is not one.
+func TestExtendedClaimOf(t *testing.T) {
+	pod := extendedGPUPod("p", 1)
+	owned := func(name string, uid types.UID, controller bool, annotated bool) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: uid, Controller: ptr.To(controller)}}}}
+		if annotated {
+			c.Annotations = map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"}
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		claims []*resourceapi.ResourceClaim
+		want   string
+	}{
+		{"none", nil, ""},
+		{"from a template", []*resourceapi.ResourceClaim{owned("template", pod.UID, true, false)}, ""},
+		{"another pod's", []*resourceapi.ResourceClaim{owned("other", "uid-other", true, true)}, ""},
+		{"not the controller", []*resourceapi.ResourceClaim{owned("ref", pod.UID, false, true)}, ""},
+		{"its own among others", []*resourceapi.ResourceClaim{owned("template", pod.UID, true, false), owned("other", "uid-other", true, true), owned("mine", pod.UID, true, true)}, "mine"},
+	} {
+		got := extendedClaimOf(pod, tc.claims)
+		if name := ptr.Deref(got, resourceapi.ResourceClaim{}).Name; name != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, name, tc.want)
+		}
 	}
 }
