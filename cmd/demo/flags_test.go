@@ -78,23 +78,30 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// A --scheduler-config without a profile that --schedulers replays is
-// refused before anything runs, naming the file and the profile.
-func TestSchedulerConfigMustHaveTheReplayedProfiles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "only-gputopo.yaml")
-	cfg := `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gputopo-scheduler
-`
+// churnWithConfig writes cfg to a file and parses the churn scenario's
+// flags with --scheduler-config naming it, and args.
+func churnWithConfig(t *testing.T, cfg string, args ...string) (string, flags) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := parse([]string{"--scenario=churn", "--scheduler-config=" + path})
+	f, err := parse(append([]string{"--scenario=churn", "--scheduler-config=" + path}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = inProcessProfiles(t.Context(), f)
+	return path, f
+}
+
+// A --scheduler-config without a profile that --schedulers replays is
+// refused before anything runs, naming the file and the profile.
+func TestSchedulerConfigMustHaveTheReplayedProfiles(t *testing.T) {
+	path, f := churnWithConfig(t, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gputopo-scheduler
+`)
+	_, _, err := inProcessProfiles(t.Context(), f)
 	want := "--scheduler-config=" + path + ": no profile with schedulerName default-scheduler"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("both profiles from a file with one: error %v, want one containing %q", err, want)
@@ -108,8 +115,7 @@ profiles:
 // A plugin name the scheduler does not know fails before the first
 // replay, naming the file.
 func TestSchedulerConfigWithAnUnknownPluginFailsAtOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "typo.yaml")
-	cfg := `apiVersion: kubescheduler.config.k8s.io/v1
+	path, f := churnWithConfig(t, `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: gputopo-scheduler
@@ -117,15 +123,8 @@ profiles:
     multiPoint:
       enabled:
       - name: GPUTopologyy
-`
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := parse([]string{"--scenario=churn", "--schedulers=gputopo", "--scheduler-config=" + path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = inProcessProfiles(t.Context(), f)
+`, "--schedulers=gputopo")
+	_, _, err := inProcessProfiles(t.Context(), f)
 	for _, want := range []string{"--scheduler-config=" + path, `"GPUTopologyy" does not exist`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one containing %q", err, want)
