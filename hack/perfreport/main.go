@@ -5,6 +5,7 @@
 //
 //	BENCH <workload> intree=<pods/s> gputopo=<pods/s> ratio=<gputopo/intree>
 //	LATENCY <workload> p50|p99 intree=<ms> gputopo=<ms>
+//	E2E <workload> p50|p99 intree=<ms> gputopo=<ms>
 //	QUALITY <workload> <metric> intree=<x> gputopo=<y>
 //
 // and, where the harness left CPU profiles (-perf-cpuprofile),
@@ -17,8 +18,11 @@
 // and the BENCH line adds runs=N and the ratios' range (CPU: the ratio of
 // the medians).
 //
-// Throughput is the harness's SchedulingThroughput average; latency its
-// scheduler_scheduling_attempt_duration_seconds of scheduled attempts;
+// Throughput is the harness's SchedulingThroughput average; LATENCY its
+// scheduler_scheduling_attempt_duration_seconds of scheduled attempts
+// (from leaving the queue until bound); E2E the pods' end-to-end
+// scheduler_pod_scheduling_sli_duration_seconds (from entering the queue
+// until bound, every attempt included: what a user waits for);
 // CPU the profile's samples with a frame of the scheduler's code
 // (k8s.io/kubernetes/pkg/scheduler, which calls every plugin) over the
 // pods the profiled (measured) phase scheduled: its throughput times its
@@ -30,6 +34,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +71,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: perfreport [-cpu-pods=N] <directory>")
 		os.Exit(2)
 	}
-	scheduled, err := run(flag.Arg(0))
+	scheduled, err := run(os.Stdout, flag.Arg(0))
 	if err == nil {
 		err = cpu(flag.Arg(0), *cpuPods, scheduled)
 	}
@@ -76,9 +81,9 @@ func main() {
 	}
 }
 
-// run prints the BENCH, LATENCY and QUALITY lines and returns, per
+// run prints the BENCH, LATENCY, E2E and QUALITY lines and returns, per
 // workload and scheduler, the pods each run's measured phase scheduled.
-func run(dir string) (map[string]map[string][]float64, error) {
+func run(w io.Writer, dir string) (map[string]map[string][]float64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
@@ -86,6 +91,7 @@ func run(dir string) (map[string]map[string][]float64, error) {
 	// In file name order, which is each suite's and scheduler's run order.
 	throughput := map[string]map[string][]float64{} // workload -> scheduler -> pods/s per run
 	latency := map[string]map[string][]float64{}    // workload p50|p99 -> scheduler -> ms per run
+	e2e := map[string]map[string][]float64{}        // the same, end to end
 	duration := map[string]map[string][]float64{}   // workload -> scheduler -> seconds per run
 	qualities := map[string]map[string]map[string]float64{}
 	for _, f := range files {
@@ -117,12 +123,13 @@ func run(dir string) (map[string]map[string][]float64, error) {
 			if n == nil {
 				continue
 			}
-			if it.Labels["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && it.Labels["result"] == "scheduled" {
-				for _, p := range []string{"p50", "p99"} {
-					add(latency, n[1]+" "+p, t[2], it.Data["Perc"+p[1:]])
-				}
-			}
 			switch it.Labels["Metric"] {
+			case "scheduler_scheduling_attempt_duration_seconds":
+				if it.Labels["result"] == "scheduled" {
+					addPercentiles(latency, n[1], t[2], it.Data)
+				}
+			case "scheduler_pod_scheduling_sli_duration_seconds":
+				addPercentiles(e2e, n[1], t[2], it.Data)
 			case "SchedulingThroughput":
 				add(throughput, n[1], t[2], it.Data["Average"])
 			case "SchedulingDuration":
@@ -133,15 +140,18 @@ func run(dir string) (map[string]map[string][]float64, error) {
 	if len(throughput) == 0 && len(qualities) == 0 {
 		return nil, fmt.Errorf("no data items or quality files in %s", dir)
 	}
-	for _, w := range sortedKeys(throughput) {
-		fmt.Println(benchLine(w, throughput[w]["intree"], throughput[w]["gputopo"]))
+	for _, wl := range sortedKeys(throughput) {
+		fmt.Fprintln(w, benchLine(wl, throughput[wl]["intree"], throughput[wl]["gputopo"]))
 	}
 	for _, k := range sortedKeys(latency) {
-		fmt.Printf("LATENCY %s intree=%s gputopo=%s\n", k, medianOf(latency[k]["intree"]), medianOf(latency[k]["gputopo"]))
+		fmt.Fprintf(w, "LATENCY %s intree=%s gputopo=%s\n", k, medianOf(latency[k]["intree"]), medianOf(latency[k]["gputopo"]))
+	}
+	for _, k := range sortedKeys(e2e) {
+		fmt.Fprintf(w, "E2E %s intree=%s gputopo=%s\n", k, medianOf(e2e[k]["intree"]), medianOf(e2e[k]["gputopo"]))
 	}
 	for _, k := range sortedKeys(qualities) {
 		r := qualities[k]
-		fmt.Printf("QUALITY %s intree=%s gputopo=%s\n", k, value(r["x"], "intree"), value(r["x"], "gputopo"))
+		fmt.Fprintf(w, "QUALITY %s intree=%s gputopo=%s\n", k, value(r["x"], "intree"), value(r["x"], "gputopo"))
 	}
 	return scheduledPods(throughput, duration), nil
 }
@@ -160,6 +170,14 @@ func scheduledPods(throughput, duration map[string]map[string][]float64) map[str
 		}
 	}
 	return out
+}
+
+// addPercentiles adds one run's p50 and p99 (ms) of a latency data item
+// under "<workload> p50" and "<workload> p99".
+func addPercentiles(m map[string]map[string][]float64, workload, scheduler string, data map[string]float64) {
+	for _, p := range []string{"p50", "p99"} {
+		add(m, workload+" "+p, scheduler, data["Perc"+p[1:]])
+	}
 }
 
 // add appends one run's figure of a scheduler under key.

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +62,42 @@ func TestScheduledPods(t *testing.T) {
 	}
 	if len(got["w"]["gputopo"]) != 0 {
 		t.Errorf("gputopo without a duration: %v, want none", got["w"]["gputopo"])
+	}
+}
+
+// One suite's data items per scheduler: throughput, the scheduled
+// attempts' latency and the end-to-end latency each get their line,
+// attempts of other results and other metrics none.
+func TestRunLines(t *testing.T) {
+	dir := t.TempDir()
+	item := func(metric, result string, data string) string {
+		return `{"labels":{"Name":"BenchmarkPerfScheduling/extendedresource_S/ExtendedResource/w/namespace-1","Metric":"` + metric +
+			`","result":"` + result + `"},"data":` + data + `}`
+	}
+	for sched, ms := range map[string][2]string{"intree": {"760", "1900"}, "gputopo": {"1650", "1800"}} {
+		items := []string{
+			item("SchedulingThroughput", "", `{"Average":45}`),
+			item("scheduler_scheduling_attempt_duration_seconds", "scheduled", `{"Perc50":`+ms[0]+`,"Perc99":4000}`),
+			item("scheduler_scheduling_attempt_duration_seconds", "error", `{"Perc50":1,"Perc99":1}`),
+			item("scheduler_pod_scheduling_sli_duration_seconds", "", `{"Perc50":`+ms[1]+`,"Perc99":5000}`),
+			item("scheduler_event_handling_duration_seconds", "", `{"Perc50":1,"Perc99":1}`),
+		}
+		name := "BenchmarkPerfScheduling_extendedresource_" + sched + "_benchmark_extendedresource_" + sched + "_2026-12-05T14:00:00Z.json"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"dataItems":[`+strings.Join(items, ",")+`]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	if _, err := run(&out, dir); err != nil {
+		t.Fatal(err)
+	}
+	want := `BENCH ExtendedResource/w intree=45.0 gputopo=45.0 ratio=1.00
+LATENCY ExtendedResource/w p50 intree=760 gputopo=1650
+LATENCY ExtendedResource/w p99 intree=4000 gputopo=4000
+E2E ExtendedResource/w p50 intree=1900 gputopo=1800
+E2E ExtendedResource/w p99 intree=5000 gputopo=5000
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }

@@ -137,8 +137,9 @@ func copyTree(from, to string) error {
 }
 
 // configFor writes the suite's configuration for one scheduler: the test
-// cases unchanged but for schedulerConfigPath, and only the chosen
-// workloads. It returns the directory to run in and the file name.
+// cases unchanged but for schedulerConfigPath, the metrics collected
+// where a case does not choose them (collectedMetrics), and only the
+// chosen workloads. It returns the directory to run in and the file name.
 func configFor(tb testing.TB, dir string, s suite, scheduler string, chosen map[string][]string) (string, string) {
 	tb.Helper()
 	src := filepath.Join(dir, "gputopo", "gputopo-config.yaml")
@@ -174,6 +175,9 @@ func configFor(tb testing.TB, dir string, s suite, scheduler string, chosen map[
 		}
 		tc["workloads"] = workloads
 		tc["schedulerConfigPath"] = filepath.Join(dir, "gputopo", "scheduler-"+scheduler+".yaml")
+		if _, ok := tc["metricsCollectorConfig"]; !ok {
+			tc["metricsCollectorConfig"] = collectedMetrics()
+		}
 		kept = append(kept, tc)
 	}
 	if len(kept) != len(chosen) {
