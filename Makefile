@@ -61,8 +61,9 @@ bench-churn:
 
 ## bench-perf: upstream's DRA workloads and ours through scheduler_perf,
 ## each with the in-tree DynamicResources plugin and with gputopo; prints
-## BENCH and QUALITY lines and leaves the JSON data items (benchstat,
-## perf-dash format) in $(OUT)/perf. PERF_FLAGS=-perf-cpuprofile adds
+## BENCH, LATENCY, E2E (queue wait included) and QUALITY lines and
+## leaves the JSON data items (benchstat, perf-dash format) in
+## $(OUT)/perf. PERF_FLAGS=-perf-cpuprofile adds
 ## CPU profiles and CPU lines (the scheduler's CPU per scheduled pod, from
 ## the last run); PERF_COUNT=N runs everything N times and reports medians
 ## and the range of the ratios (ratios move by up to 30% between runs).
