@@ -34,7 +34,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +70,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: perfreport [-cpu-pods=N] <directory>")
 		os.Exit(2)
 	}
-	scheduled, err := run(os.Stdout, flag.Arg(0))
+	report, scheduled, err := run(flag.Arg(0))
+	fmt.Print(report)
 	if err == nil {
 		err = cpu(flag.Arg(0), *cpuPods, scheduled)
 	}
@@ -81,12 +81,12 @@ func main() {
 	}
 }
 
-// run prints the BENCH, LATENCY, E2E and QUALITY lines and returns, per
+// run returns the BENCH, LATENCY, E2E and QUALITY lines and, per
 // workload and scheduler, the pods each run's measured phase scheduled.
-func run(w io.Writer, dir string) (map[string]map[string][]float64, error) {
+func run(dir string) (string, map[string]map[string][]float64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	// In file name order, which is each suite's and scheduler's run order.
 	throughput := map[string]map[string][]float64{} // workload -> scheduler -> pods/s per run
@@ -97,13 +97,13 @@ func run(w io.Writer, dir string) (map[string]map[string][]float64, error) {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		base := filepath.Base(f)
 		if strings.HasPrefix(base, "quality_") {
 			var q quality
 			if err := json.Unmarshal(raw, &q); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return "", nil, fmt.Errorf("%s: %w", f, err)
 			}
 			for m, v := range q.Metrics {
 				set(qualities, q.Workload+" "+m, q.Scheduler, v)
@@ -116,7 +116,7 @@ func run(w io.Writer, dir string) (map[string]map[string][]float64, error) {
 		}
 		var items dataItems
 		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+			return "", nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, it := range items.DataItems {
 			n := name.FindStringSubmatch(it.Labels["Name"])
@@ -138,22 +138,23 @@ func run(w io.Writer, dir string) (map[string]map[string][]float64, error) {
 		}
 	}
 	if len(throughput) == 0 && len(qualities) == 0 {
-		return nil, fmt.Errorf("no data items or quality files in %s", dir)
+		return "", nil, fmt.Errorf("no data items or quality files in %s", dir)
 	}
+	var lines []string
 	for _, wl := range sortedKeys(throughput) {
-		fmt.Fprintln(w, benchLine(wl, throughput[wl]["intree"], throughput[wl]["gputopo"]))
+		lines = append(lines, benchLine(wl, throughput[wl]["intree"], throughput[wl]["gputopo"]))
 	}
 	for _, k := range sortedKeys(latency) {
-		fmt.Fprintf(w, "LATENCY %s intree=%s gputopo=%s\n", k, medianOf(latency[k]["intree"]), medianOf(latency[k]["gputopo"]))
+		lines = append(lines, fmt.Sprintf("LATENCY %s intree=%s gputopo=%s", k, medianOf(latency[k]["intree"]), medianOf(latency[k]["gputopo"])))
 	}
 	for _, k := range sortedKeys(e2e) {
-		fmt.Fprintf(w, "E2E %s intree=%s gputopo=%s\n", k, medianOf(e2e[k]["intree"]), medianOf(e2e[k]["gputopo"]))
+		lines = append(lines, fmt.Sprintf("E2E %s intree=%s gputopo=%s", k, medianOf(e2e[k]["intree"]), medianOf(e2e[k]["gputopo"])))
 	}
 	for _, k := range sortedKeys(qualities) {
 		r := qualities[k]
-		fmt.Fprintf(w, "QUALITY %s intree=%s gputopo=%s\n", k, value(r["x"], "intree"), value(r["x"], "gputopo"))
+		lines = append(lines, fmt.Sprintf("QUALITY %s intree=%s gputopo=%s", k, value(r["x"], "intree"), value(r["x"], "gputopo")))
 	}
-	return scheduledPods(throughput, duration), nil
+	return strings.Join(lines, "\n") + "\n", scheduledPods(throughput, duration), nil
 }
 
 // scheduledPods is each run's throughput (pods/s) times its measured

@@ -87,8 +87,8 @@ func TestRunLines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out strings.Builder
-	if _, err := run(&out, dir); err != nil {
+	out, _, err := run(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := `BENCH ExtendedResource/w intree=45.0 gputopo=45.0 ratio=1.00
@@ -97,7 +97,7 @@ LATENCY ExtendedResource/w p99 intree=4000 gputopo=4000
 E2E ExtendedResource/w p50 intree=1900 gputopo=1800
 E2E ExtendedResource/w p99 intree=5000 gputopo=5000
 `
-	if out.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
 }
