@@ -36,7 +36,8 @@ func WorstFit(free []int, n int) int {
 // FragmentationRule is FGD's rule on whole GPUs: the node whose
 // fragmentation against w (topology.Fragmentation) grows least, ties to
 // the node with fewer free GPUs when bestFitTies, else to the
-// lowest-numbered.
+// lowest-numbered. The rule remembers each count's fragmentation, so one
+// rule serves one goroutine.
 func FragmentationRule(w topology.Workload, bestFitTies bool) NodeRule {
 	nf := w.Compile().For(nil)
 	frag := map[int]float64{} // by free GPUs: used ones strand nothing
