@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -246,7 +247,11 @@ func TestPreBind(t *testing.T) {
 		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
 	})
 	pod := podWithClaims("p", "two")
+	allocated := allocationsObserved(t)
 	cs := env.scheduleUpTo(pod, "node-a")
+	if n := allocationsObserved(t) - allocated; n != 1 {
+		t.Errorf("Filter's allocation counted %d times in the allocation latency, want 1", n)
+	}
 	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("Reserve: %v", status)
 	}
@@ -286,17 +291,33 @@ func TestPodsWithoutClaims(t *testing.T) {
 	if s, err := getState(env.state); err != nil || !s.measureOnly {
 		t.Fatalf("state %+v, %v: want a measuring session", s, err)
 	}
+	allocated := allocationsObserved(t)
 	if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["node-a"]); !status.IsSuccess() {
 		t.Errorf("Filter: %v, want Success", status)
 	}
 	if _, ok := NodeQuality(env.state, "node-a"); !ok {
 		t.Error("no fragmentation measured on node-a")
 	}
+	if n := allocationsObserved(t) - allocated; n != 0 {
+		t.Errorf("a measurement counted %d times in the allocation latency, want 0", n)
+	}
 	_, status := env.pl.PreBindPreFlight(env.tCtx, env.state, pod, "node-a")
 	wantStatus(t, "PreBindPreFlight", status, fwk.Skip, "")
 	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-b"); !status.IsSuccess() {
 		t.Errorf("Reserve of a pod without claims on a node Filter did not see: %v", status)
 	}
+}
+
+// allocationsObserved is the count of successful allocations in the
+// allocation latency histogram.
+func allocationsObserved(t *testing.T) uint64 {
+	t.Helper()
+	registerMetrics()
+	n, err := testutil.GetHistogramMetricCount(allocationDuration.WithLabelValues("allocated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // PostFilter deallocates a claim allocated where the pod cannot run when

@@ -229,7 +229,8 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	start := time.Now()
 	actx := ctx
-	if d := pl.args.FilterTimeout.Duration; d > 0 {
+	// A measurement searches nothing, so only allocations get a deadline.
+	if d := pl.args.FilterTimeout.Duration; d > 0 && !s.measureOnly {
 		actx = allocator.WithDeadline(ctx, start.Add(d))
 	}
 	// A node that reports no allocatable CPU or memory (nil host) is
@@ -240,7 +241,12 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		host.Contention = s.admission.contention(node, s.placementKey)
 	}
 	res, err := session.Allocate(actx, node, host)
-	observeAllocation(start, err)
+	if !s.measureOnly {
+		// The allocation latency metric: a pod without claims allocates
+		// nothing, and its quick measurements on every node would drown
+		// the allocations (and cost as much as the measurement).
+		observeAllocation(start, err)
+	}
 	switch {
 	case err == nil:
 	case s.measureOnly:
