@@ -73,14 +73,20 @@ type running struct {
 	gpus    float64
 }
 
-// departures orders running jobs by when they leave.
-type departures []*running
+// departing is a job until it leaves: a served job of a churn run, or
+// of the counting model.
+type departing interface{ leaveTime() float64 }
 
-func (d departures) Len() int           { return len(d) }
-func (d departures) Less(i, j int) bool { return d[i].leave < d[j].leave }
-func (d departures) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
-func (d *departures) Push(x any)        { *d = append(*d, x.(*running)) }
-func (d *departures) Pop() any {
+func (j job) leaveTime() float64 { return j.leave }
+
+// departures orders jobs by when they leave (a heap).
+type departures[T departing] []T
+
+func (d departures[T]) Len() int           { return len(d) }
+func (d departures[T]) Less(i, j int) bool { return d[i].leaveTime() < d[j].leaveTime() }
+func (d departures[T]) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *departures[T]) Push(x any)        { *d = append(*d, x.(T)) }
+func (d *departures[T]) Pop() any {
 	old := *d
 	r := old[len(old)-1]
 	*d = old[:len(old)-1]
@@ -134,7 +140,7 @@ type churn struct {
 	capacity float64 // the fleet's GPUs
 	run      ChurnRun
 
-	held       departures
+	held       departures[*running]
 	rejected   bool
 	allocated  float64 // GPUs held now
 	area, last float64 // GPU-time held so far, up to last

@@ -128,7 +128,7 @@ func (m *Model) Served(seed uint64, rule NodeRule) int {
 	for i := range free {
 		free[i] = m.gpus
 	}
-	var held modelHeld
+	var held departures[modelJob]
 	served := 0
 	for _, j := range m.st.jobs(seed, float64(m.nodes*m.gpus)) {
 		for held.Len() > 0 && held[0].leave <= j.arrive {
@@ -139,7 +139,7 @@ func (m *Model) Served(seed uint64, rule NodeRule) int {
 		if i := rule(free, n); i >= 0 {
 			free[i] -= n
 			served++
-			heap.Push(&held, modelJob{leave: j.leave, node: i, gpus: n})
+			heap.Push(&held, modelJob{job: j, node: i, gpus: n})
 		}
 	}
 	return served
@@ -147,20 +147,6 @@ func (m *Model) Served(seed uint64, rule NodeRule) int {
 
 // modelJob is a served job of the counting model until it leaves.
 type modelJob struct {
-	leave      float64
+	job
 	node, gpus int
-}
-
-// modelHeld orders the model's served jobs by departure.
-type modelHeld []modelJob
-
-func (h modelHeld) Len() int           { return len(h) }
-func (h modelHeld) Less(i, j int) bool { return h[i].leave < h[j].leave }
-func (h modelHeld) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *modelHeld) Push(x any)        { *h = append(*h, x.(modelJob)) }
-func (h *modelHeld) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

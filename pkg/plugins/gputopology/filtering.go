@@ -227,11 +227,17 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	if session == nil {
 		return nil
 	}
-	start := time.Now()
+	// Only allocations get a deadline and count in the allocation latency
+	// metric: a pod without claims is only measured, which searches
+	// nothing, and its measurements on every node would drown the
+	// allocations there (and cost as much as the measurement).
 	actx := ctx
-	// A measurement searches nothing, so only allocations get a deadline.
-	if d := pl.args.FilterTimeout.Duration; d > 0 && !s.measureOnly {
-		actx = allocator.WithDeadline(ctx, start.Add(d))
+	var start time.Time
+	if !s.measureOnly {
+		start = time.Now()
+		if d := pl.args.FilterTimeout.Duration; d > 0 {
+			actx = allocator.WithDeadline(ctx, start.Add(d))
+		}
 	}
 	// A node that reports no allocatable CPU or memory (nil host) is
 	// measured without them, and without learned placements too.
@@ -242,9 +248,6 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	res, err := session.Allocate(actx, node, host)
 	if !s.measureOnly {
-		// The allocation latency metric: a pod without claims allocates
-		// nothing, and its quick measurements on every node would drown
-		// the allocations (and cost as much as the measurement).
 		observeAllocation(start, err)
 	}
 	switch {
