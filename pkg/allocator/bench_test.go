@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Benchmarks of one pod's Filter work: a claim checked against every node,
@@ -101,6 +103,39 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+// BenchmarkMeasureMixedFleet: the measurement of a pod without claims on
+// every node of a fleet of 100 GPU nodes and 900 CPU nodes, each with its
+// own free CPU (as a busy cluster has), so that the solution memo does
+// not answer for the CPU nodes.
+func BenchmarkMeasureMixedFleet(b *testing.B) {
+	features := DefaultFeatures()
+	var sl []*resourceapi.ResourceSlice
+	var ns []*v1.Node
+	for i := range 1000 {
+		name := fmt.Sprintf("node-%04d", i)
+		ns = append(ns, node(name))
+		if i%10 == 0 {
+			sl = append(sl, pairNode(name))
+		}
+	}
+	e, err := New(Options{Features: features, Policy: DefaultPolicy()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv, ctx := NewInventory(sl, features), context.Background()
+	pod := topology.Host{CPUMilli: 4000, MemoryMiB: 8192}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := e.NewSession(inv, testClasses, emptyState(), nil)
+		for i, n := range ns {
+			host := &HostUse{Free: topology.Host{CPUMilli: int64(8000 + 1000*(i%57)), MemoryMiB: 262144}, Pod: pod}
+			if _, err := s.Allocate(ctx, n, host); err != nil {
+				b.Fatal(err)
 			}
 		}
 	}

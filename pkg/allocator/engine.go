@@ -102,6 +102,9 @@ type Session struct {
 
 	mu       sync.Mutex
 	counters map[*pool]*poolCounters
+	// bare is the result on a node without pools, when the session has
+	// no claims (bareNode).
+	bare *Result
 }
 
 // WithWorkload makes Packing measure fragmentation against w (a valid,
@@ -175,6 +178,15 @@ type HostUse struct {
 	Contention float64
 }
 
+// podRequest is the pod's CPU and memory as a request class counts them:
+// none when the node's are not judged (nil).
+func (h *HostUse) podRequest() (cpuMilli, memoryMiB int64) {
+	if h == nil {
+		return 0, 0
+	}
+	return h.Pod.CPUMilli, h.Pod.MemoryMiB
+}
+
 // after is what the node has left once the pod runs there.
 func (h *HostUse) after() topology.Host {
 	return topology.Host{CPUMilli: h.Free.CPUMilli - h.Pod.CPUMilli, MemoryMiB: h.Free.MemoryMiB - h.Pod.MemoryMiB}
@@ -195,6 +207,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	view, err := s.inv.view(node)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if len(s.claims) == 0 && len(view.pools) == 0 {
+		return s.bareNode(ctx, node, view, host)
 	}
 	// A done context gets the search's error, not a remembered answer.
 	bucket, sel := s.memoBucket(), newSelection(ctx, s, node, view)

@@ -202,9 +202,7 @@ func (r *run) requestClass() topology.TaskClass {
 			}
 		}
 	}
-	if r.host != nil {
-		c.CPUMilli, c.MemoryMiB = r.host.Pod.CPUMilli, r.host.Pod.MemoryMiB
-	}
+	c.CPUMilli, c.MemoryMiB = r.host.podRequest()
 	return c
 }
 

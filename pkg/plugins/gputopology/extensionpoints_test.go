@@ -282,7 +282,7 @@ func TestPreBind(t *testing.T) {
 // A pod without claims is measured on every node (its CPU may strand
 // GPUs) but never refused, never reserves anything and skips PreBind.
 func TestPodsWithoutClaims(t *testing.T) {
-	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}, classes: []*resourceapi.DeviceClass{gpuClass},
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a"), node("cpu-node")}, classes: []*resourceapi.DeviceClass{gpuClass},
 		slices: []*resourceapi.ResourceSlice{pairSlice("node-a", 4)}})
 	pod := podWithClaims("p")
 	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
@@ -301,10 +301,34 @@ func TestPodsWithoutClaims(t *testing.T) {
 	if n := allocationsObserved(t) - allocated; n != 0 {
 		t.Errorf("a measurement counted %d times in the allocation latency, want 0", n)
 	}
+	// A node without devices: nothing changes there, the score of "no
+	// change".
+	if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["cpu-node"]); !status.IsSuccess() {
+		t.Errorf("Filter on cpu-node: %v, want Success", status)
+	}
+	if q, ok := NodeQuality(env.state, "cpu-node"); !ok || q.PackingScore() != 50 {
+		t.Errorf("cpu-node: measured %v, packing score %v; want 50", ok, q.PackingScore())
+	}
 	_, status := env.pl.PreBindPreFlight(env.tCtx, env.state, pod, "node-a")
 	wantStatus(t, "PreBindPreFlight", status, fwk.Skip, "")
 	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-b"); !status.IsSuccess() {
 		t.Errorf("Reserve of a pod without claims on a node Filter did not see: %v", status)
+	}
+}
+
+// TestPodsWithoutClaimsNoSlices: where no ResourceSlice exists every
+// node would measure the same, so a pod without claims is skipped, as the
+// in-tree plugin skips it.
+func TestPodsWithoutClaimsNoSlices(t *testing.T) {
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}, classes: []*resourceapi.DeviceClass{gpuClass}})
+	pod := podWithClaims("p")
+	_, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil)
+	wantStatus(t, "PreFilter", status, fwk.Skip, "")
+	if s, err := getState(env.state); err != nil || s.measureOnly || s.session != nil {
+		t.Errorf("state %+v, %v: want an empty one", s, err)
+	}
+	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-a"); !status.IsSuccess() {
+		t.Errorf("Reserve: %v", status)
 	}
 }
 

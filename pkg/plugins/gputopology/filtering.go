@@ -134,8 +134,18 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 // node whose last cores go to a CPU-only pod strands its free GPUs), so
 // Filter measures every node's fragmentation with and without the pod
 // through a session without claims; the pod is never refused for it.
+// Without any ResourceSlice there is nothing to measure (every node would
+// score the same), so the pod is skipped as the in-tree plugin skips it.
 func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.args.Packing.Enabled {
+		cs.Write(stateKey, &stateData{})
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	inv, err := pl.inventory()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if len(inv.Slices()) == 0 {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -143,7 +153,7 @@ func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.Cycle
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	session, adm, err := pl.newSession(state, nil)
+	session, adm, err := pl.newSessionOn(inv, state, nil)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -137,11 +137,17 @@ func (pl *GPUTopology) newSession(state *allocator.AllocatedState, claims []*res
 	if err != nil {
 		return nil, nil, err
 	}
+	return pl.newSessionOn(inv, state, claims)
+}
+
+// newSessionOn is newSession on the inventory inv.
+func (pl *GPUTopology) newSessionOn(inv *allocator.Inventory, state *allocator.AllocatedState, claims []*resourceapi.ResourceClaim) (*allocator.Session, *admission, error) {
 	s := pl.engine.NewSession(inv, pl.draManager.DeviceClasses(), state, claims)
 	var adm *admission
 	if pl.learner != nil {
 		w, where := pl.learner.Estimate()
 		s.WithWorkload(w)
+		var err error
 		if adm, err = pl.placements.admissionFor(where, pl.fleetGPUs(inv, state)); err != nil {
 			return nil, nil, err
 		}
