@@ -9,10 +9,11 @@ import (
 // bareNode measures a pod without claims on a node that no slice reaches.
 // There is nothing to take and no GPU to strand, so every such node gets
 // the same result whatever its CPU and memory, but for the pod's own
-// request that the result names: it is found once per session and
-// copied. The solution memo would miss on these nodes, as its
-// key holds each node's CPU and memory, and on a fleet of mostly CPU
-// nodes the measurement of every one of them dominated Filter.
+// request that the result names: it is found once per session and shared
+// by the nodes whose pod request matches (all of them in the scheduler,
+// where a session is one pod's). The solution memo would miss on these
+// nodes, as its key holds each node's CPU and memory, and on a fleet of
+// mostly CPU nodes the measurement of every one of them dominated Filter.
 func (s *Session) bareNode(ctx context.Context, node *v1.Node, view *nodeView, host *HostUse) (*Result, error) {
 	s.mu.Lock()
 	bare := s.bare
@@ -30,7 +31,11 @@ func (s *Session) bareNode(ctx context.Context, node *v1.Node, view *nodeView, h
 		s.bare = bare
 		s.mu.Unlock()
 	}
+	cpu, mem := host.podRequest()
+	if bare.Quality.Request.CPUMilli == cpu && bare.Quality.Request.MemoryMiB == mem {
+		return bare, nil
+	}
 	res := *bare
-	res.Quality.Request.CPUMilli, res.Quality.Request.MemoryMiB = host.podRequest()
+	res.Quality.Request.CPUMilli, res.Quality.Request.MemoryMiB = cpu, mem
 	return &res, nil
 }

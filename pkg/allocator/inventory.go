@@ -31,6 +31,7 @@ type Inventory struct {
 	// node that sees the slice, so that cached selector results are too.
 	devices map[*resourceapi.ResourceSlice][]*device
 	views   map[string]*nodeView
+	viewsMu sync.RWMutex
 	// shapes and solved outlive the inventory: Refresh hands them on, as
 	// what they hold is keyed by content (shape.go, solutionmemo.go).
 	shapes *shapeTable
@@ -114,9 +115,9 @@ type nodeView struct {
 // (slices selecting nodes by label) is rebuilt when the labels change.
 // Status updates, which change the node object often, keep the view.
 func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
-	inv.mu.Lock()
+	inv.viewsMu.RLock()
 	v, ok := inv.views[node.Name]
-	inv.mu.Unlock()
+	inv.viewsMu.RUnlock()
 	if ok && v.uid == node.UID && (!v.byLabels || v.labels == labelsKey(node.Labels)) {
 		return v, nil
 	}
@@ -124,9 +125,9 @@ func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv.mu.Lock()
+	inv.viewsMu.Lock()
 	inv.views[node.Name] = v
-	inv.mu.Unlock()
+	inv.viewsMu.Unlock()
 	return v, nil
 }
 

@@ -15,6 +15,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
 // wantStatus compares a status by code and a part of its message.
@@ -189,6 +192,58 @@ func TestScore(t *testing.T) {
 	}
 	if scores[0].Score != fwk.MaxScore || scores[1].Score >= scores[0].Score || scores[1].Score < fwk.MinScore {
 		t.Errorf("scores %v, want nvlink at %d and pcie below it", scores, fwk.MaxScore)
+	}
+}
+
+// PreScore skips pods without claims for every rating but Packing's: a
+// measurement takes no device, so its link and MIG ratings are the same
+// on every node (checked here on a node with a GPU in use, a free one and
+// one without devices), and skipping them leaves the ranking as it was.
+func TestPreScore(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("nvlink"), node("pcie"), node("cpu-node")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("nvlink", 4), pcieSlice("pcie", 4)},
+		claims: []*resourceapi.ResourceClaim{
+			claim("two", 2).Obj(),
+			claim("held", 1).Allocation(allocatedOn("nvlink", "gpu-0")).Obj(),
+		},
+	})
+	mig := NewQualityScorer("mig", allocator.Quality.MIGScore, normalize.MinMax, false)
+	packing := NewQualityScorer("packing", allocator.Quality.PackingScore, normalize.Clamp, true)
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		wantSkip bool
+	}{
+		{"pod with claims", podWithClaims("p", "two"), false},
+		{"pod without claims", podWithClaims("q"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := framework.NewCycleState()
+			if _, status := env.pl.PreFilter(env.tCtx, cs, tc.pod, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			want := fwk.Success
+			if tc.wantSkip {
+				want = fwk.Skip
+			}
+			wantStatus(t, "GPUTopology PreScore", env.pl.PreScore(env.tCtx, cs, tc.pod, nil), want, "")
+			wantStatus(t, "MIG PreScore", mig.PreScore(env.tCtx, cs, tc.pod, nil), want, "")
+			wantStatus(t, "Packing PreScore", packing.PreScore(env.tCtx, cs, tc.pod, nil), fwk.Success, "")
+			if !tc.wantSkip {
+				return
+			}
+			for _, n := range []string{"nvlink", "pcie", "cpu-node"} {
+				if status := env.pl.Filter(env.tCtx, cs, tc.pod, env.nodes[n]); !status.IsSuccess() {
+					t.Fatalf("Filter %s: %v", n, status)
+				}
+				q, ok := NodeQuality(cs, n)
+				if !ok || q.TopologyScore() != 100 || q.MIGScore() != 100 {
+					t.Errorf("%s: measured %v, link rating %v, MIG rating %v; want 100 and 100 on every node", n, ok, q.TopologyScore(), q.MIGScore())
+				}
+			}
+		})
 	}
 }
 

@@ -74,6 +74,7 @@ var (
 	_ fwk.PreFilterPlugin   = &GPUTopology{}
 	_ fwk.FilterPlugin      = &GPUTopology{}
 	_ fwk.PostFilterPlugin  = &GPUTopology{}
+	_ fwk.PreScorePlugin    = &GPUTopology{}
 	_ fwk.ScorePlugin       = &GPUTopology{}
 	_ fwk.ReservePlugin     = &GPUTopology{}
 	_ fwk.PreBindPlugin     = &GPUTopology{}

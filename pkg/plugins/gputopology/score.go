@@ -12,7 +12,12 @@ import (
 
 // topologyScorer rates nodes by link quality: best worst-pair class
 // first, then least damage to free NVLink groups.
-var topologyScorer = NewQualityScorer(Name, allocator.Quality.TopologyScore, normalize.FromBest)
+var topologyScorer = NewQualityScorer(Name, allocator.Quality.TopologyScore, normalize.FromBest, false)
+
+// PreScore skips pods without claims: see QualityScorer.PreScore.
+func (pl *GPUTopology) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	return topologyScorer.PreScore(ctx, cs, pod, nodes)
+}
 
 // Score rates the node by the link quality of the allocation Filter chose
 // there.

@@ -22,5 +22,5 @@ const Name = "GPUPartitionable"
 // New takes no arguments and no feature gates (it reads only what
 // GPUTopology chose); its weight is the profile's plugin weight.
 func New(_ context.Context, _ runtime.Object, _ fwk.Handle, _ plfeature.Features) (fwk.Plugin, error) {
-	return gputopology.NewQualityScorer(Name, allocator.Quality.MIGScore, normalize.MinMax), nil
+	return gputopology.NewQualityScorer(Name, allocator.Quality.MIGScore, normalize.MinMax, false), nil
 }
