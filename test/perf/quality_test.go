@@ -42,7 +42,7 @@ func qualityHook(scheduler string) perf.HookFn {
 		}
 		testCase := parts[len(parts)-2]
 		workload := testCase + "/" + parts[len(parts)-1]
-		ours := slices.Contains([]string{"GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs", "NVL72Groups"}, testCase)
+		ours := slices.Contains([]string{"GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs", "NVL72Groups", "MixedFleet"}, testCase)
 		groups := slices.Contains([]string{"NVL72Groups", "TopologyAwareScheduling", "GangScheduling"}, testCase)
 		if !ours && !groups {
 			return nil // upstream's workloads: throughput only
@@ -135,11 +135,36 @@ func measure(tCtx ktesting.TContext, testCase string) (map[string]float64, error
 		m["8-gpu-claims-placed"] = float64(placed)
 		m["8-gpu-claims"] = float64(whole)
 		return m, nil
+	case "MixedFleet":
+		return cpuPodsOnGPUNodes(pods.Items, slices.Items), nil
 	case "MIGStream":
 		return probe(tCtx, stream, func(seq int) string { return "mig-" + migCycle[seq%len(migCycle)] })
 	default:
 		return probe(tCtx, stream, func(seq int) string { return "share-" + shareCycle[seq%len(shareCycle)] })
 	}
+}
+
+// cpuPodsOnGPUNodes counts the pods without claims (pod-cpu.yaml) and how
+// many of them run on a node with a ResourceSlice, where their cores are
+// gone for the GPU pods to come.
+func cpuPodsOnGPUNodes(pods []v1.Pod, slices []resourceapi.ResourceSlice) map[string]float64 {
+	gpuNodes := map[string]bool{}
+	for _, s := range slices {
+		if s.Spec.NodeName != nil {
+			gpuNodes[*s.Spec.NodeName] = true
+		}
+	}
+	var cpuPods, onGPUNodes int
+	for _, p := range pods {
+		if _, ok := p.Labels["gputopo.io/cpu"]; !ok {
+			continue
+		}
+		cpuPods++
+		if gpuNodes[p.Spec.NodeName] {
+			onGPUNodes++
+		}
+	}
+	return map[string]float64{"cpu-pods": float64(cpuPods), "cpu-pods-on-gpu-nodes": float64(onGPUNodes)}
 }
 
 // The streams of pod-mig.yaml and pod-share.yaml: claim template by

@@ -81,8 +81,8 @@ var suites = []suite{
 	},
 	{
 		name:      "gputopo",
-		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}, "NVL72Groups": {"8racks"}},
-		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}, "NVL72Groups": {"fast"}},
+		workloads: map[string][]string{"GPUFleet": {"500nodes"}, "GPUFleetExtended": {"200nodes"}, "MIGStream": {"50nodes"}, "SharedGPUs": {"25nodes"}, "NVL72Groups": {"8racks"}, "MixedFleet": {"1000nodes"}},
+		fast:      map[string][]string{"GPUFleet": {"fast"}, "GPUFleetExtended": {"fast"}, "MIGStream": {"fast"}, "SharedGPUs": {"fast"}, "NVL72Groups": {"fast"}, "MixedFleet": {"fast"}},
 		large:     map[string][]string{"GPUFleet": {"5000nodes"}},
 	},
 }
