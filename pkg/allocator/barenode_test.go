@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -11,11 +12,16 @@ import (
 )
 
 // TestBareNode: a pod without claims on a node that no slice reaches gets
-// the same result whatever the node's CPU and memory, the "no change" of
-// Packing, from a session that measured such a node before or not; nodes
-// with devices are still measured, and claims are still refused there.
+// what the search finds on a node whose slice publishes no device,
+// whatever the node's CPU and memory (the "no change" of Packing), from a
+// session that measured such a node before or not; nodes with devices are
+// still measured, a done context still gets an error, and claims are
+// still refused there.
 func TestBareNode(t *testing.T) {
 	ctx, e, inv := sharedNodeEngine(t)
+	// node-empty's slice publishes no device: a pool, so the search runs
+	// there, and what it finds is what a node without slices must get.
+	inv = NewInventory(append(inv.Slices(), gpuSlice("node-empty", nil)), DefaultFeatures())
 	w := topology.Workload{{GPUs: 1, Share: 1, Weight: 1, CPUMilli: 4000}}
 	pod := topology.Host{CPUMilli: 8000, MemoryMiB: 16384}
 	hosts := []struct {
@@ -36,7 +42,7 @@ func TestBareNode(t *testing.T) {
 			}
 			name, host := hosts[i].name, hosts[i].host
 			t.Run(order+"/"+name, func(t *testing.T) {
-				fresh, err := e.NewSession(inv, testClasses, emptyState(), nil).WithWorkload(w).Allocate(ctx, node("node-cpu"), host)
+				fresh, err := e.NewSession(inv, testClasses, emptyState(), nil).WithWorkload(w).Allocate(ctx, node("node-empty"), host)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -45,7 +51,7 @@ func TestBareNode(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(got, fresh) {
-					t.Errorf("result %#v, want %#v as measured afresh", got.Quality, fresh.Quality)
+					t.Errorf("result %#v, want %#v as searched on a node without devices", got.Quality, fresh.Quality)
 				}
 				if len(got.Allocations) != 0 || got.Quality.PackingScore() != 50 || got.Quality.PackingCost != 0 {
 					t.Errorf("allocations %v, packing score %v (cost %v); want none, 50 (0)", got.Allocations, got.Quality.PackingScore(), got.Quality.PackingCost)
@@ -69,6 +75,12 @@ func TestBareNode(t *testing.T) {
 	}
 	if q := res.Quality; q.FragmentationBefore != 0 || q.Fragmentation != 2 {
 		t.Errorf("node-sh after bare nodes: fragmentation %.3f -> %.3f, want 0 -> 2", q.FragmentationBefore, q.Fragmentation)
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := shared.Allocate(done, node("node-cpu"), nil); err == nil {
+		t.Error("done context: a remembered result, want the search's error")
 	}
 
 	claims := []*resourceapi.ResourceClaim{sharedClaim("c", "40Gi")}

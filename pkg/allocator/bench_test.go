@@ -109,9 +109,9 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 }
 
 // BenchmarkMeasureMixedFleet: the measurement of a pod without claims on
-// every node of a fleet of 100 GPU nodes and 900 CPU nodes, each with its
-// own free CPU (as a busy cluster has), so that the solution memo does
-// not answer for the CPU nodes.
+// every node of a fleet of 100 GPU nodes and 900 CPU nodes. Every node has
+// its own free CPU, and a different one for every pod (as in a busy
+// cluster), so that the solution memo does not answer.
 func BenchmarkMeasureMixedFleet(b *testing.B) {
 	features := DefaultFeatures()
 	var sl []*resourceapi.ResourceSlice
@@ -130,10 +130,12 @@ func BenchmarkMeasureMixedFleet(b *testing.B) {
 	inv, ctx := NewInventory(sl, features), context.Background()
 	pod := topology.Host{CPUMilli: 4000, MemoryMiB: 8192}
 	b.ReportAllocs()
+	busy := int64(0)
 	for b.Loop() {
 		s := e.NewSession(inv, testClasses, emptyState(), nil)
+		busy++
 		for i, n := range ns {
-			host := &HostUse{Free: topology.Host{CPUMilli: int64(8000 + 1000*(i%57)), MemoryMiB: 262144}, Pod: pod}
+			host := &HostUse{Free: topology.Host{CPUMilli: 8000 + int64(i)*1000 + busy, MemoryMiB: 262144}, Pod: pod}
 			if _, err := s.Allocate(ctx, n, host); err != nil {
 				b.Fatal(err)
 			}

@@ -197,16 +197,18 @@ func TestScore(t *testing.T) {
 
 // PreScore skips pods without claims for every rating but Packing's: a
 // measurement takes no device, so its link and MIG ratings are the same
-// on every node (checked here on a node with a GPU in use, a free one and
-// one without devices), and skipping them leaves the ranking as it was.
+// on every node (checked here on a node with a GPU in use, a free one, a
+// MIG GPU with a partition in use and one without devices), and skipping
+// them leaves the ranking as it was.
 func TestPreScore(t *testing.T) {
 	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("nvlink"), node("pcie"), node("cpu-node")},
+		nodes:   []*v1.Node{node("nvlink"), node("pcie"), node("mig"), node("cpu-node")},
 		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("nvlink", 4), pcieSlice("pcie", 4)},
+		slices:  append([]*resourceapi.ResourceSlice{pairSlice("nvlink", 4), pcieSlice("pcie", 4)}, migSlices("mig")...),
 		claims: []*resourceapi.ResourceClaim{
 			claim("two", 2).Obj(),
 			claim("held", 1).Allocation(allocatedOn("nvlink", "gpu-0")).Obj(),
+			claim("partition", 1).Allocation(allocatedOn("mig", "gpu-0-mig-1g10gb-2")).Obj(),
 		},
 	})
 	mig := NewQualityScorer("mig", allocator.Quality.MIGScore, normalize.MinMax, false)
@@ -234,7 +236,7 @@ func TestPreScore(t *testing.T) {
 			if !tc.wantSkip {
 				return
 			}
-			for _, n := range []string{"nvlink", "pcie", "cpu-node"} {
+			for _, n := range []string{"nvlink", "pcie", "mig", "cpu-node"} {
 				if status := env.pl.Filter(env.tCtx, cs, tc.pod, env.nodes[n]); !status.IsSuccess() {
 					t.Fatalf("Filter %s: %v", n, status)
 				}
