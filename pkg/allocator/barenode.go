@@ -17,9 +17,7 @@ import (
 // nodes, as its key holds each node's CPU and memory, and on a fleet of
 // mostly CPU nodes the measurement of every one of them dominated Filter.
 func (s *Session) bareNode(ctx context.Context, node *v1.Node, view *nodeView, host *HostUse) (*Result, error) {
-	s.mu.Lock()
-	bare := s.bare
-	s.mu.Unlock()
+	bare := s.bare.Load()
 	if bare == nil || ctx.Err() != nil {
 		r, err := s.newRun(ctx, node, view, newSelection(ctx, s, node, view))
 		if err != nil {
@@ -29,9 +27,7 @@ func (s *Session) bareNode(ctx context.Context, node *v1.Node, view *nodeView, h
 		if bare, err = r.solve(); err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		s.bare = bare
-		s.mu.Unlock()
+		s.bare.Store(bare)
 	}
 	cpu, mem := host.podRequest()
 	if bare.Quality.Request.CPUMilli == cpu && bare.Quality.Request.MemoryMiB == mem {

@@ -58,7 +58,7 @@ func TestBareNode(t *testing.T) {
 				}
 			})
 		}
-		if shared.bare == nil {
+		if shared.bare.Load() == nil {
 			t.Errorf("%s: the session kept no result for nodes without slices", order)
 		}
 	}

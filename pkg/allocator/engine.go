@@ -103,8 +103,8 @@ type Session struct {
 	mu       sync.Mutex
 	counters map[*pool]*poolCounters
 	// bare is the result on a node without pools, when the session has
-	// no claims (bareNode).
-	bare *Result
+	// no claims (bareNode); read on every such node, without a lock.
+	bare atomic.Pointer[Result]
 }
 
 // WithWorkload makes Packing measure fragmentation against w (a valid,

@@ -30,8 +30,11 @@ type Inventory struct {
 	// devices holds one device object per slice device, shared by every
 	// node that sees the slice, so that cached selector results are too.
 	devices map[*resourceapi.ResourceSlice][]*device
-	views   map[string]*nodeView
+	// views, one per node name, are read on every Filter call from every
+	// Filter goroutine and written once per node: under a lock of their
+	// own, a read lock for reads.
 	viewsMu sync.RWMutex
+	views   map[string]*nodeView
 	// shapes and solved outlive the inventory: Refresh hands them on, as
 	// what they hold is keyed by content (shape.go, solutionmemo.go).
 	shapes *shapeTable

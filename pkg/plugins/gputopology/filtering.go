@@ -137,15 +137,14 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 // Without any ResourceSlice there is nothing to measure (every node would
 // score the same), so the pod is skipped as the in-tree plugin skips it.
 func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
-	if !pl.args.Packing.Enabled {
-		cs.Write(stateKey, &stateData{})
-		return nil, fwk.NewStatus(fwk.Skip)
+	var inv *allocator.Inventory
+	if pl.args.Packing.Enabled {
+		var err error
+		if inv, err = pl.inventory(); err != nil {
+			return nil, fwk.AsStatus(err)
+		}
 	}
-	inv, err := pl.inventory()
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	if len(inv.Slices()) == 0 {
+	if inv == nil || len(inv.Slices()) == 0 {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
