@@ -33,7 +33,9 @@ type qualityResult struct {
 	Metrics   map[string]float64 `json:"metrics"`
 }
 
-func qualityHook(scheduler string) perf.HookFn {
+// qualityHook measures the workloads of our own suite (ours) and the
+// pod-group ones; upstream's others get throughput only.
+func qualityHook(scheduler string, ours bool) perf.HookFn {
 	return func(tCtx ktesting.TContext) error {
 		// .../<suite>_<scheduler>/<test case>/<workload>
 		parts := strings.Split(tCtx.Name(), "/")
@@ -42,7 +44,6 @@ func qualityHook(scheduler string) perf.HookFn {
 		}
 		testCase := parts[len(parts)-2]
 		workload := testCase + "/" + parts[len(parts)-1]
-		ours := slices.Contains([]string{"GPUFleet", "GPUFleetExtended", "MIGStream", "SharedGPUs", "NVL72Groups", "MixedFleet"}, testCase)
 		groups := slices.Contains([]string{"NVL72Groups", "TopologyAwareScheduling", "GangScheduling"}, testCase)
 		if !ours && !groups {
 			return nil // upstream's workloads: throughput only

@@ -264,7 +264,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 				structured.EnableAllocators()
 				inDir(b, runDir, func() {
 					perf.RunBenchmarkPerfScheduling(b, cfg, s.name+"_"+sched, registry.Registry(),
-						perf.WithPrepareFn(qualityHook(sched)),
+						perf.WithPrepareFn(qualityHook(sched, s.upstreamDir == "")),
 						// A workload that cannot finish fails instead of hanging.
 						perf.WithPodsSchedulingTimeout(10*time.Minute))
 				})
