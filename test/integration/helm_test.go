@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/charts"
@@ -106,6 +107,17 @@ func TestHelmInstall(t *testing.T) {
 			devices, _ := c.poolDevices(n)
 			return devices == 4 && node.Labels[contract.LabelClique] != "", nil
 		})
+	}
+	// The clique-label policy: a finalizer or an owner on its own Node
+	// would let the agent block or garbage-collect the Node.
+	for name, patch := range map[string]string{
+		"finalizer": `{"metadata":{"finalizers":["example.com/hold"]}}`,
+		"owner":     `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000000"}]}}`,
+	} {
+		_, err := c.agentProbeClient(trays[0]).CoreV1().Nodes().Patch(c.ctx, trays[0], types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil || !strings.Contains(err.Error(), "may change only the nvidia.com/gpu.clique label") {
+			t.Errorf("agent of %s adding a %s to its Node: %v", trays[0], name, err)
+		}
 	}
 
 	scheduler := c.schedulerFromDeployment()

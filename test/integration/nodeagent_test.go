@@ -174,6 +174,14 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		if _, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, reused, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "may publish only its own pool dgx-h100, not pool pcie-pairs") {
 			t.Errorf("agent of dgx-h100 publishing into the pool of pcie-pairs: %v", err)
 		}
+		// Its own node and pool, another driver (other kubelet plugins
+		// name their pools after the node too).
+		foreign := other.DeepCopy()
+		foreign.Name, foreign.Spec.Driver = "foreign-driver", "nic.example.com"
+		foreign.Spec.NodeName, foreign.Spec.Pool.Name = ptr.To("dgx-h100"), "dgx-h100"
+		if _, err := fromDGX.ResourceV1().ResourceSlices().Create(c.ctx, foreign, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "may write only ResourceSlices of driver gpu.nvidia.com, not of driver nic.example.com") {
+			t.Errorf("agent of dgx-h100 publishing a slice of another driver: %v", err)
+		}
 		if _, err := c.agentProbeClient("").ResourceV1().ResourceSlices().Create(c.ctx, other, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "no node in the request's credentials") {
 			t.Errorf("agent without a node: %v", err)
 		}
