@@ -40,6 +40,8 @@ func TestBadValues(t *testing.T) {
 		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},
 		{`nodeAgent: {config: {driverName: gpu.example.com}}`, "/nodeAgent/config/driverName"},
 		{`podGroups: true`, "/podGroups"},
+		// Upstream requires a shape with this strategy; the chart has no value for one.
+		{`scheduler: {nodeResourcesFitScoring: RequestedToCapacityRatio}`, "/scheduler/nodeResourcesFitScoring"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.values, func(t *testing.T) {
@@ -90,6 +92,15 @@ func TestOtherNamespace(t *testing.T) {
 	cfg, _ := yaml.Marshal(objs["ConfigMap gpu-sched/gputopo-scheduler-config"]["data"])
 	if !strings.Contains(string(cfg), "resourceNamespace: gpu-sched") {
 		t.Errorf("leader election not in the release's namespace:\n%s", cfg)
+	}
+	// Replacing kube-scheduler, gputopo takes kube-scheduler's own lease.
+	objs = renderValues(t, "gpu-sched", "")
+	cfg, _ = yaml.Marshal(objs["ConfigMap gpu-sched/gputopo-scheduler-config"]["data"])
+	if !strings.Contains(string(cfg), "resourceNamespace: kube-system") || !strings.Contains(string(cfg), "resourceName: kube-scheduler") {
+		t.Errorf("leader election as the cluster's scheduler not on kube-system/kube-scheduler:\n%s", cfg)
+	}
+	if _, ok := objs["Role kube-system/gputopo-scheduler-leader-election"]; !ok {
+		t.Error("no Role for kube-scheduler's lease in kube-system")
 	}
 }
 

@@ -180,8 +180,6 @@ var unusedAllowed = map[string]string{
 	"scheduler delete pods":                                      "preemption deletes victims (kube-scheduler's DefaultPreemption)",
 	"scheduler get resourceclaims.resource.k8s.io":               "PreBind reads a claim back after a write conflict (bindClaim), and the default profile reads DRA extended-resource claims; the suite provokes no conflict",
 	"scheduler update persistentvolumeclaims":                    "dynamic provisioning with WaitForFirstConsumer: the scheduler writes the selected node on the claim (system:volume-scheduler); the suite binds a pre-created local volume, which updates the PV",
-	"scheduler list workloads.scheduling.k8s.io":                 "Workload objects: upstream's role grants them with the GenericWorkload gate; kube-scheduler 1.37 schedules PodGroups and starts no Workload informer",
-	"scheduler watch workloads.scheduling.k8s.io":                "see list workloads",
 }
 
 // roleRules reads the ClusterRoles and Roles of a manifest.
@@ -243,6 +241,8 @@ func checkRBACCoverage() ([]string, error) {
 	var all []request
 	for _, role := range []struct{ who, path string }{
 		{"scheduler", "../../manifests/scheduler/base/rbac.yaml"},
+		{"scheduler", "../../manifests/scheduler/leader-election.yaml"},
+		{"scheduler", "../../manifests/scheduler/second-scheduler/leader-election.yaml"},
 		{"nodeagent", "../../manifests/nodeagent/rbac.yaml"},
 		{"nodeagent", "../../manifests/nodeagent-clique-label/rbac.yaml"},
 		{"viewer", "../../manifests/kubectl/rbac.yaml"},

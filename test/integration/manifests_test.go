@@ -20,7 +20,7 @@ import (
 )
 
 // apply creates every object of every YAML file in dir (kustomization
-// files excluded) through the API server, in namespace ns when the object
+// files excluded), or of the one file dir names, through the API server, in namespace ns when the object
 // is namespaced and names none.
 func (c *cluster) apply(dir, ns string) []string {
 	c.t.Helper()
@@ -33,6 +33,9 @@ func (c *cluster) apply(dir, ns string) []string {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if strings.HasSuffix(dir, ".yaml") {
+		files = []string{dir}
 	}
 	type doc struct {
 		file string

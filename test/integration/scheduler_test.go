@@ -144,9 +144,17 @@ func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (st
 	return func() { p.stop(syscall.SIGTERM) }
 }
 
-// schedulerKubeconfig is the kubeconfig of gputopo's service account.
+// schedulerKubeconfig is the kubeconfig of gputopo's service account,
+// with the lease grants of both installs (kube-scheduler's lease in
+// kube-system replacing it, its own next to it): a test runs either
+// configuration.
 func (c *cluster) schedulerKubeconfig() string {
-	return c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
+	kubeconfig := c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
+	if _, err := c.client.RbacV1().Roles("kube-system").Get(c.ctx, "gputopo-scheduler-leader-election", metav1.GetOptions{}); err != nil {
+		c.apply("../../manifests/scheduler/leader-election.yaml", "")
+		c.apply("../../manifests/scheduler/second-scheduler/leader-election.yaml", "")
+	}
+	return kubeconfig
 }
 
 // profileArgs sets a plugin's args in a profile of a decoded

@@ -35,3 +35,13 @@ system:serviceaccount:{{ .Release.Namespace }}:gputopo-nodeagent
 {{- end -}}
 {{- join "," $out -}}
 {{- end }}
+
+{{/* The scheduler's leader-election lease: kube-scheduler's own where
+gputopo replaces it, so that the two are never active at once. */}}
+{{- define "gputopo.leaseNamespace" -}}
+{{- if eq .Values.mode "scheduler" }}kube-system{{ else }}{{ .Release.Namespace }}{{ end }}
+{{- end }}
+
+{{- define "gputopo.leaseName" -}}
+{{- if eq .Values.mode "scheduler" }}kube-scheduler{{ else }}gputopo-scheduler{{ end }}
+{{- end }}
