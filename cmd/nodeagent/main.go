@@ -115,7 +115,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	// A signal or a fatal error: the process exits (with the error, so
+	// the DaemonSet restarts it).
+	<-a.Done()
 	a.Stop()
 	return a.Err()
 }

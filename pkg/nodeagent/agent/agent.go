@@ -58,6 +58,7 @@ type Agent struct {
 	monitor  *health.Monitor
 	helper   *kubeletplugin.Helper
 	cancel   context.CancelCauseFunc
+	done     <-chan struct{}
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
@@ -96,7 +97,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		uuids[i] = g.UUID
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	a := &Agent{opts: o, layout: layout, preparer: preparer, cancel: cancel, healthy: make(chan struct{}),
+	a := &Agent{opts: o, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
 		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir)})}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
@@ -145,6 +146,10 @@ func (a *Agent) Layout() *resources.Layout { return a.layout }
 
 // Preparer applies allocations on the node.
 func (a *Agent) Preparer() *prepare.Preparer { return a.preparer }
+
+// Done is closed once the agent stops: its context ended, Stop was
+// called, or a fatal error (Err) stopped it.
+func (a *Agent) Done() <-chan struct{} { return a.done }
 
 // Err is the fatal error that stopped the agent, if any.
 func (a *Agent) Err() error {

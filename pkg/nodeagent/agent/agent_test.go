@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -181,5 +182,22 @@ func TestKubeletPluginOverItsSockets(t *testing.T) {
 		if unhealthy == 19 {
 			break
 		}
+	}
+
+	// A fatal error from the kubelet plugin helper stops the agent and
+	// says so: the process waits on Done and exits with Err.
+	select {
+	case <-a.Done():
+		t.Fatal("agent done before any fatal error")
+	default:
+	}
+	a.HandleError(ctx, errors.New("slice controller gone"), "publishing")
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent not done after a fatal error")
+	}
+	if err := a.Err(); err == nil || !strings.Contains(err.Error(), "publishing: slice controller gone") {
+		t.Errorf("Err after a fatal error: %v", err)
 	}
 }

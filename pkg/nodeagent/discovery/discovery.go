@@ -30,11 +30,9 @@ type GPU struct {
 	// NUMANode is -1 when NVML does not know it.
 	NUMANode      int
 	DriverVersion string
-	// NVLinks counts active NVLink links; NVLinkVersion is their
-	// generation and NVLinkBandwidthGBps their total bidirectional
-	// bandwidth in GB/s.
+	// NVLinks counts active NVLink links; NVLinkBandwidthGBps is their
+	// total bidirectional bandwidth in GB/s.
 	NVLinks             int
-	NVLinkVersion       int
 	NVLinkBandwidthGBps int64
 	// NVSwitch is true when the links end at NVSwitches rather than at
 	// a bridged peer GPU.
@@ -161,8 +159,7 @@ func nvlinks(d nvml.Device, g *GPU) {
 		}
 		g.NVLinks++
 		if v, ret := d.GetNvLinkVersion(l); ret == nvml.SUCCESS {
-			g.NVLinkVersion = int(v)
-			perLinkGBps += linkGBps(v)
+			perLinkGBps += linkGBps(nvml.NvlinkVersion(v))
 		}
 		if remote, ret := d.GetNvLinkRemotePciInfo(l); ret == nvml.SUCCESS {
 			g.remotes = append(g.remotes, busID(remote))
@@ -171,17 +168,24 @@ func nvlinks(d nvml.Device, g *GPU) {
 	g.NVLinkBandwidthGBps = 2 * perLinkGBps
 }
 
-// linkGBps is one NVLink link's bandwidth per direction by generation.
-func linkGBps(version uint32) int64 {
-	switch {
-	case version >= 5:
-		return 50
-	case version >= 2:
-		return 25
-	case version == 1:
+// linkGBps is one NVLink link's bandwidth per direction. NVML reports
+// the version as nvmlNvlinkVersion_t, a code and not the generation
+// (NVLink 4.0 of H100 is 6): A100 12 x 25 x 2 = 600 GB/s, H100 18 x 25 x
+// 2 = 900, B200 18 x 50 x 2 = 1800. NVLink 3.1 is GA102's (RTX 3090,
+// A6000: 4 links, 112.5 GB/s in all). A version newer than NVML's of this
+// build gets NVLink 5's rate, its lower bound.
+func linkGBps(version nvml.NvlinkVersion) int64 {
+	switch version {
+	case nvml.NVLINK_VERSION_INVALID:
+		return 0
+	case nvml.NVLINK_VERSION_1_0:
 		return 20
+	case nvml.NVLINK_VERSION_2_0, nvml.NVLINK_VERSION_2_2, nvml.NVLINK_VERSION_3_0, nvml.NVLINK_VERSION_4_0:
+		return 25
+	case nvml.NVLINK_VERSION_3_1:
+		return 14
 	}
-	return 0
+	return 50
 }
 
 // clique reads the GPU's multi-node NVLink fabric clique. The versioned

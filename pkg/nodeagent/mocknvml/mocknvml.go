@@ -74,17 +74,17 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 	var t topology
 	switch shape {
 	case DGXA100:
-		s, t = dgxa100.New(), nvswitch(12, 3)
+		s, t = dgxa100.New(), nvswitch(12, nvml.NVLINK_VERSION_3_0)
 	case DGXH100:
-		s, t = dgxh100.New(), nvswitch(18, 4)
+		s, t = dgxh100.New(), nvswitch(18, nvml.NVLINK_VERSION_4_0)
 	case DGXH200:
-		s, t = dgxh200.New(), nvswitch(18, 4)
+		s, t = dgxh200.New(), nvswitch(18, nvml.NVLINK_VERSION_4_0)
 	case DGXB200:
-		s, t = dgxb200.New(), nvswitch(18, 5)
+		s, t = dgxb200.New(), nvswitch(18, nvml.NVLINK_VERSION_5_0)
 	case PCIePairs:
 		s = dgxh100.New()
 		pair := func(i int) int { return i % 4 }
-		t = topology{links: 12, version: 4, product: "NVIDIA H100 NVL",
+		t = topology{links: 12, version: nvml.NVLINK_VERSION_4_0, product: "NVIDIA H100 NVL",
 			linked: func(i, j int) bool { return pair(i) == pair(j) },
 			numa:   func(i int) int { return pair(i) / 2 }}
 	case GB200Tray:
@@ -92,7 +92,7 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 		gb200.Name = "NVIDIA GB200"
 		gb200.MemoryMB = 189471
 		s = dgxb200.NewWithGPUs(gpus.Multiple(4, gb200)...)
-		t = nvswitch(18, 5)
+		t = nvswitch(18, nvml.NVLINK_VERSION_5_0)
 		t.numa = func(i int) int { return i / 2 }
 		rack := o.Rack
 		if rack == "" {

@@ -9,8 +9,8 @@ import (
 
 // topology is what the go-nvml mocks leave out about how GPUs connect.
 type topology struct {
-	links   int // active NVLink links per GPU
-	version uint32
+	links   int                 // active NVLink links per GPU
+	version nvml.NvlinkVersion  // as NVML reports it: a code, not the generation
 	linked  func(i, j int) bool // NVLink peer-to-peer between GPUs i and j
 	numa    func(i int) int
 	product string // overrides the mock's product name
@@ -28,7 +28,7 @@ type fabric struct {
 
 // nvswitch: every GPU reaches every other through NVSwitch; GPUs 0-3 on
 // NUMA node 0, 4-7 on NUMA node 1.
-func nvswitch(links int, version uint32) topology {
+func nvswitch(links int, version nvml.NvlinkVersion) topology {
 	return topology{links: links, version: version,
 		linked: func(i, j int) bool { return true },
 		numa:   func(i int) int { return i / 4 }}
@@ -61,7 +61,7 @@ func (t topology) wire(s *server.Server) {
 			if l >= t.links {
 				return 0, nvml.ERROR_INVALID_ARGUMENT
 			}
-			return t.version, nvml.SUCCESS
+			return uint32(t.version), nvml.SUCCESS
 		}
 		// A link ends at the peer of a bridged pair, or at an NVSwitch
 		// (which NVML reports with the switch's PCI info; bus 0xff here).
