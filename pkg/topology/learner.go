@@ -76,6 +76,13 @@ func (l *Learner) Observe(c TaskClass, placement string) {
 	l.sinceBuild++
 }
 
+// Observed is how many requests were counted (the prior not included).
+func (l *Learner) Observed() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.observed
+}
+
 // Workload is the current estimate. It is rebuilt when the requests seen
 // since the last build are 2% of all seen (at least one), so that a
 // stream of requests does not pay for a sort each.

@@ -70,8 +70,10 @@ func (pl *GPUTopology) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWi
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	return []fwk.ClusterEventWithHint{
-		// Node labels can make network-attached devices available.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
+		// Node labels can make network-attached devices available; a
+		// node's allocatable decides whether an extended resource is
+		// served there by a device plugin or through DRA (as upstream).
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
 		// Allocations live in claims: a freed claim frees devices, a
 		// created claim unblocks its pod.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimChange},

@@ -18,10 +18,13 @@ import (
 	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
 var extendedGPUClass = &resourceapi.DeviceClass{
@@ -205,6 +208,112 @@ func TestExtendedClaimOf(t *testing.T) {
 		got := extendedClaimOf(pod, tc.claims)
 		if name := ptr.Deref(got, resourceapi.ResourceClaim{}).Name; name != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, name, tc.want)
+		}
+	}
+}
+
+// A running pod whose resize waits for room is scheduled again
+// (InPlacePodVerticalScalingSchedulerPreemption). Its extended-resource
+// claim is in use: as upstream, the plugin leaves it alone, where it
+// would otherwise take it for an earlier attempt's and delete it in
+// PostFilter, freeing GPUs under running containers. Without the gate the
+// same pod's claim is an earlier attempt's, which no node can take, so
+// preemption is not tried for it.
+func TestResizeDeferredPodKeepsItsClaim(t *testing.T) {
+	pod := extendedGPUPod("p", 2)
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	running, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
+	env.tCtx.ExpectNoError(err, "get pod")
+	running.Spec.NodeName = "node-a"
+	running.Status.Conditions = append(running.Status.Conditions, v1.PodCondition{
+		Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: v1.PodReasonDeferred})
+	if err := wait.PollUntilContextTimeout(env.tCtx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		c := env.claimsInNamespace()
+		return len(c) == 1 && c[0].Status.Allocation != nil, nil
+	}); err != nil {
+		t.Fatalf("the pod's claim is not allocated: %v", env.claimsInNamespace())
+	}
+
+	env.pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption = true
+	cs = framework.NewCycleState()
+	_, status := env.pl.PreFilter(env.tCtx, cs, running, nil)
+	wantStatus(t, "PreFilter of a pod waiting for its resize", status, fwk.Skip, "")
+	wantStatus(t, "Filter of a pod waiting for its resize", env.pl.Filter(env.tCtx, cs, running, env.nodes["node-a"]), fwk.Success, "")
+	_, status = env.pl.PostFilter(env.tCtx, cs, running, nil)
+	wantStatus(t, "PostFilter of a pod waiting for its resize", status, fwk.Unschedulable, "")
+	if c := env.claimsInNamespace(); len(c) != 1 || c[0].Status.Allocation == nil {
+		t.Fatalf("the running pod's claim was freed or deleted: %v", c)
+	}
+
+	env.pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption = false
+	cs = framework.NewCycleState()
+	if _, status := env.pl.PreFilter(env.tCtx, cs, running, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter without the gate: %v", status)
+	}
+	wantStatus(t, "Filter of a pod with an earlier attempt's claim", env.pl.Filter(env.tCtx, cs, running, env.nodes["node-a"]), fwk.UnschedulableAndUnresolvable, "left from an earlier attempt")
+}
+
+// A pod that asks for example.com/gpu needs no allocation on a node whose
+// device plugin serves it. There every rating takes the mean of the DRA
+// nodes' scores, not the lowest: during a migration from the device
+// plugin the pod goes where the other plugins (affinity, spreading) say,
+// while among DRA nodes the ratings still prefer the NVLink pair.
+func TestDevicePluginNodeScoresNeutral(t *testing.T) {
+	devicePlugin := node("device-plugin")
+	devicePlugin.Status.Allocatable = v1.ResourceList{"example.com/gpu": resource.MustParse("4")}
+	pod := extendedGPUPod("p", 2)
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("nvlink"), node("pcie"), devicePlugin},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("nvlink", 4), pcieSlice("pcie", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	nodes := []string{"nvlink", "pcie", "device-plugin"}
+	for _, n := range nodes {
+		if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes[n]); !status.IsSuccess() {
+			t.Fatalf("Filter %s: %v", n, status)
+		}
+	}
+	for _, scorer := range []*QualityScorer{
+		topologyScorer,
+		NewQualityScorer("mig", allocator.Quality.MIGScore, normalize.MinMax, false),
+		NewQualityScorer("packing", allocator.Quality.PackingScore, normalize.Clamp, true),
+	} {
+		if status := scorer.PreScore(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+			t.Fatalf("%s PreScore: %v", scorer.Name(), status)
+		}
+		var scores fwk.NodeScoreList
+		for _, n := range nodes {
+			score, status := scorer.Score(env.tCtx, env.state, pod, env.nodes[n])
+			if !status.IsSuccess() {
+				t.Fatalf("%s Score %s: %v", scorer.Name(), n, status)
+			}
+			scores = append(scores, fwk.NodeScore{Name: n, Score: score})
+		}
+		if status := scorer.NormalizeScore(env.tCtx, env.state, pod, scores); !status.IsSuccess() {
+			t.Fatal(status)
+		}
+		nvlink, pcie, dp := scores[0].Score, scores[1].Score, scores[2].Score
+		if dp != (nvlink+pcie)/2 || dp < fwk.MinScore || dp > fwk.MaxScore {
+			t.Errorf("%s: scores %v, want the device-plugin node at the DRA nodes' mean", scorer.Name(), scores)
+		}
+		if scorer == topologyScorer && nvlink <= pcie {
+			t.Errorf("%s: scores %v, want the NVLink pair above PCIe", scorer.Name(), scores)
 		}
 	}
 }

@@ -485,10 +485,58 @@ func TestEventsToRegister(t *testing.T) {
 	var resources []fwk.EventResource
 	for _, e := range events {
 		resources = append(resources, e.Event.Resource)
+		// As upstream: a device plugin that starts or stops advertising
+		// an extended resource changes whether DRA serves it there.
+		if e.Event.Resource == fwk.Node && e.Event.ActionType&fwk.UpdateNodeAllocatable == 0 {
+			t.Errorf("node events %v lack allocatable updates", e.Event.ActionType)
+		}
 	}
 	for _, want := range []fwk.EventResource{fwk.Node, fwk.ResourceClaim, fwk.TargetPod, fwk.DeviceClass, fwk.ResourceSlice} {
 		if !slices.Contains(resources, want) {
 			t.Errorf("events %v lack %v", resources, want)
 		}
+	}
+}
+
+// A pod-group cycle reserves each pod once per placement it tries and
+// reverts every trial: the learner counts the pod once, when its group
+// is placed and the pod binds, and not at all if the group is refused.
+func TestPodGroupTrialsLearnedOnce(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
+	})
+	pod := podWithClaims("p", "two")
+	learned := env.pl.learner.Observed
+	before := learned()
+	var cs *framework.CycleState
+	for trial := range 3 {
+		cs = framework.NewCycleState()
+		cs.SetPodGroupSchedulingCycle(framework.NewCycleState())
+		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+			t.Fatalf("trial %d PreFilter: %v", trial, status)
+		}
+		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+			t.Fatalf("trial %d Filter: %v", trial, status)
+		}
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("trial %d Reserve: %v", trial, status)
+		}
+		if trial < 2 {
+			env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+		}
+	}
+	if n := learned() - before; n != 0 {
+		t.Fatalf("%v requests learned from the group's trials, want none before it binds", n)
+	}
+	// The framework leaves the group cycle before the binding cycle.
+	cs.SetPodGroupSchedulingCycle(nil)
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	if n := learned() - before; n != 1 {
+		t.Errorf("%v requests learned once the pod bound, want 1", n)
 	}
 }

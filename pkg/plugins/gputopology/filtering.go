@@ -24,6 +24,10 @@ import (
 // builds the engine session that Filter runs on every node.
 func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	if pl.resizeDeferred(pod) {
+		cs.Write(stateKey, &stateData{})
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	classOf := pl.draExtendedResources(pod)
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
@@ -202,11 +206,23 @@ func (pl *GPUTopology) checkClasses(claim *resourceapi.ResourceClaim) *fwk.Statu
 	return nil
 }
 
+// resizeDeferred: the pod runs already and is scheduled again only to
+// find room for a resize (InPlacePodVerticalScalingSchedulerPreemption).
+// Its claims are allocated and in use, so, as upstream, nothing here
+// touches them: PostFilter would otherwise free or delete them under the
+// running containers.
+func (pl *GPUTopology) resizeDeferred(pod *v1.Pod) bool {
+	return pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption && resourcehelper.IsPodResizeDeferred(pod)
+}
+
 // PreFilterExtensions returns nil: there are none.
 func (pl *GPUTopology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter allocates the pod's claims on one node and remembers the result.
 func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	if pl.resizeDeferred(pod) {
+		return nil
+	}
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -215,8 +231,9 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	logger := klog.FromContext(ctx)
 	if s.ext != nil && s.ext.stale() {
 		// As upstream: an earlier attempt's claim is not reused (its
-		// allocation may no longer fit); PostFilter deletes it.
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("resourceclaim %s for the pod's extended resources is left from an earlier attempt", klog.KObj(s.ext.claim)))
+		// allocation may no longer fit); PostFilter deletes it. No node
+		// can take it meanwhile, so preemption is not tried.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s for the pod's extended resources is left from an earlier attempt", klog.KObj(s.ext.claim)))
 	}
 	for i, claim := range s.claims {
 		if reason := pl.unavailableOn(node, s.availableOn[i], claim); reason != "" {
@@ -319,6 +336,9 @@ func trimSentinel(err error) string {
 // cannot run and that no other pod uses, so that the next attempt can
 // allocate it elsewhere (upstream does the same).
 func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if pl.resizeDeferred(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	s, err := getState(cs)
 	if err != nil {
 		return nil, fwk.AsStatus(err)

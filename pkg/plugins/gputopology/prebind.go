@@ -42,6 +42,10 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	res := s.result(nodeName)
+	if s.learnInPreBind && res != nil {
+		s.learnInPreBind = false
+		pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+	}
 	ext := s.extendedClaimOn(nodeName)
 	allocationOf := make(map[int]*resourceapi.AllocationResult, len(s.toAllocate))
 	names := make([]string, 0, len(s.toAllocate)+1)

@@ -2,6 +2,8 @@ package gputopology
 
 import (
 	"context"
+	"math"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -54,12 +56,16 @@ func (s *QualityScorer) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod
 	return nil
 }
 
-// Score rates the node; nodes where the pod needed no allocation get 0
-// before normalization, which then treats all nodes alike.
+// unmeasured is the raw score of a node where the pod needed no
+// allocation: its extended resources are served there by a device plugin.
+// No rating can be negative enough to be mistaken for it.
+const unmeasured = math.MinInt64
+
+// Score rates the node by the allocation Filter chose there.
 func (s *QualityScorer) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	q, ok := NodeQuality(cs, nodeInfo.Node().Name)
 	if !ok {
-		return 0, nil
+		return unmeasured, nil
 	}
 	return normalize.ToScore(s.rate(q)), nil
 }
@@ -67,8 +73,38 @@ func (s *QualityScorer) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, n
 // ScoreExtensions normalizes scores.
 func (s *QualityScorer) ScoreExtensions() fwk.ScoreExtensions { return s }
 
-// NormalizeScore maps the ratings onto 0..100, best node highest.
+// NormalizeScore maps the ratings onto 0..100, best node highest. Nodes
+// where nothing was allocated get the mean of the others: a pod that
+// asks for nvidia.com/gpu lands on a device-plugin node or a DRA node as
+// the other plugins (affinity, spreading) decide, and among DRA nodes
+// this rating still picks the best.
 func (s *QualityScorer) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	s.normalize(scores)
+	if !slices.ContainsFunc(scores, func(n fwk.NodeScore) bool { return n.Score == unmeasured }) {
+		s.normalize(scores)
+		return nil
+	}
+	measured := make(fwk.NodeScoreList, 0, len(scores))
+	for _, n := range scores {
+		if n.Score != unmeasured {
+			measured = append(measured, n)
+		}
+	}
+	s.normalize(measured)
+	var neutral int64
+	for _, n := range measured {
+		neutral += n.Score
+	}
+	if len(measured) > 0 {
+		neutral /= int64(len(measured))
+	}
+	next := 0
+	for i := range scores {
+		if scores[i].Score == unmeasured {
+			scores[i].Score = neutral
+			continue
+		}
+		scores[i].Score = measured[next].Score
+		next++
+	}
 	return nil
 }

@@ -40,7 +40,11 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(fmt.Errorf("internal error: no allocation for pod %s on node %s", klog.KObj(pod), nodeName))
 	}
 	if pl.learner != nil && res.Quality.Request.GPUs > 0 {
-		pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+		if cs.GetPodGroupSchedulingCycle() != nil {
+			s.learnInPreBind = true
+		} else {
+			pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+		}
 	}
 	logger := klog.FromContext(ctx)
 	for k, claim := range claims {

@@ -49,6 +49,10 @@ type stateData struct {
 	// measureOnly: the pod asks for no devices; the session only
 	// measures fragmentation and never refuses a node.
 	measureOnly bool
+	// learnInPreBind: Reserve ran in a pod-group cycle, which tries the
+	// group in several placements and reverts each, so the learner
+	// counts the pod once, in PreBind, once the group is placed.
+	learnInPreBind bool
 
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.

@@ -23,7 +23,8 @@ type GPUCliquePlacementArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// MaxPlacements: how many cliques one pod group is tried in at most,
-	// best fit first. Default 4.
+	// best fit first. Default 4. A group that needs no GPU of GPUClasses
+	// is tried in every clique.
 	MaxPlacements *int32 `json:"maxPlacements,omitempty"`
 	// GPUClasses: DeviceClasses whose requests (and extended resources)
 	// count as whole GPUs in the estimate of what a group needs. Default
