@@ -79,7 +79,9 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			return nil, fmt.Errorf("node agent: %w", err)
 		}
 	}
-	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot})
+	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot, Problem: func(index int, err error) {
+		logger.Error(err, "GPU left out or only partly described", "index", index)
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("node agent: discover GPUs: %w", err)
 	}

@@ -52,6 +52,9 @@ type GPU struct {
 	// GPU instance profiles and their placements when it is.
 	MIGEnabled  bool
 	MIGProfiles []MIGProfile
+	// MIGPending: MIG mode was changed and takes effect at the GPU's next
+	// reset (or the node's reboot).
+	MIGPending bool
 }
 
 // Options adjust discovery to the host.
@@ -59,6 +62,16 @@ type Options struct {
 	// PCIeRoot maps a PCI bus ID to its PCIe root complex; nil leaves
 	// PCIeRoot empty. On a real node this reads sysfs.
 	PCIeRoot func(busID string) (string, error)
+	// Problem hears of each GPU left out (NVML cannot describe it: it
+	// fell off the bus, say) and each optional fact not read; nil
+	// ignores them. One bad GPU does not hide the node's others.
+	Problem func(index int, err error)
+}
+
+func (o Options) problem(index int, err error) {
+	if o.Problem != nil {
+		o.Problem(index, err)
+	}
 }
 
 // ErrNoNVML is returned when the NVML library cannot be initialized (no
@@ -76,20 +89,28 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 		return nil, fmt.Errorf("count devices: %s", nvml.ErrorString(ret))
 	}
 	driverVersion, _ := lib.SystemGetDriverVersion()
-	devices := make([]nvml.Device, count)
-	gpus := make([]GPU, count)
+	devices := make([]nvml.Device, 0, count)
+	gpus := make([]GPU, 0, count)
+	var errs []error
 	for i := range count {
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("device %d: handle: %s", i, nvml.ErrorString(ret))
+			errs = append(errs, fmt.Errorf("device %d: handle: %s", i, nvml.ErrorString(ret)))
+			opts.problem(i, errs[len(errs)-1])
+			continue
 		}
-		devices[i] = d
 		g, err := describe(i, d, opts)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			opts.problem(i, err)
+			continue
 		}
 		g.DriverVersion = driverVersion
-		gpus[i] = g
+		devices = append(devices, d)
+		gpus = append(gpus, g)
+	}
+	if len(gpus) == 0 && count > 0 {
+		return nil, fmt.Errorf("no GPU of %d could be read: %w", count, errors.Join(errs...))
 	}
 	linkPeers(devices, gpus)
 	switches(gpus)
@@ -130,7 +151,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	if opts.PCIeRoot != nil {
 		root, err := opts.PCIeRoot(g.PCIBusID)
 		if err != nil {
-			return GPU{}, fmt.Errorf("device %d: pcie root of %s: %w", i, g.PCIBusID, err)
+			opts.problem(i, fmt.Errorf("device %d: pcie root of %s (not published): %w", i, g.PCIBusID, err))
 		}
 		g.PCIeRoot = root
 	}

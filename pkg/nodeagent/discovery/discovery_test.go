@@ -1,7 +1,13 @@
 package discovery_test
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
@@ -64,5 +70,63 @@ func TestDiscoverShapes(t *testing.T) {
 	}
 	if _, err := mocknvml.New("nope"); err == nil {
 		t.Error("unknown shape: want an error")
+	}
+}
+
+// One GPU fell off the bus and one has no readable PCIe root: the node's
+// other GPUs are still discovered (with their NVLink peers), the lost one
+// is left out and both problems are reported. With every GPU lost,
+// discovery fails.
+func TestDiscoverLeavesOutAGPUItCannotRead(t *testing.T) {
+	lib, err := mocknvml.New(mocknvml.PCIePairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRoot := all[5].PCIBusID
+	lost := lib.Devices[3].(*server.Device)
+	lost.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
+	problems := map[int]error{}
+	gpus, err := discovery.Discover(lib, discovery.Options{
+		PCIeRoot: func(bus string) (string, error) {
+			if bus == noRoot {
+				return "", errors.New("no such sysfs entry")
+			}
+			return "pci" + bus[:7], nil
+		},
+		Problem: func(i int, err error) { problems[i] = err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 7 {
+		t.Fatalf("%d GPUs, want the 7 readable ones", len(gpus))
+	}
+	for _, g := range gpus {
+		if g.Index == 3 {
+			t.Error("the lost GPU 3 was published")
+		}
+		if g.Index == 5 && g.PCIeRoot != "" {
+			t.Errorf("GPU 5's PCIe root %q, want none", g.PCIeRoot)
+		}
+		if g.Index == 7 && len(g.NVLinkPeers) != 0 {
+			t.Errorf("GPU 7, the lost GPU's NVLink partner, has peers %v", g.NVLinkPeers)
+		}
+		if g.Index == 0 && len(g.NVLinkPeers) != 1 {
+			t.Errorf("GPU 0 has NVLink peers %v, want its partner", g.NVLinkPeers)
+		}
+	}
+	if len(problems) != 2 || !strings.Contains(fmt.Sprint(problems[3]), "GPU_IS_LOST") || problems[5] == nil {
+		t.Errorf("problems %v, want GPU 3 lost and GPU 5's PCIe root", problems)
+	}
+
+	for _, d := range lib.Devices {
+		d.(*server.Device).GetMemoryInfoFunc = lost.GetMemoryInfoFunc
+	}
+	if _, err := discovery.Discover(lib, discovery.Options{}); err == nil || !strings.Contains(err.Error(), "no GPU of 8 could be read") {
+		t.Errorf("every GPU lost: %v", err)
 	}
 }

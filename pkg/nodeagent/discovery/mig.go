@@ -60,8 +60,12 @@ var computeProfileFor = map[int]int{
 // migProfiles reads MIG mode and, when it is on, the profiles and their
 // real placements.
 func migProfiles(d nvml.Device, g *GPU) error {
-	current, _, ret := d.GetMigMode()
-	if ret == nvml.ERROR_NOT_SUPPORTED || ret != nvml.SUCCESS || current != nvml.DEVICE_MIG_ENABLE {
+	current, pending, ret := d.GetMigMode()
+	if ret != nvml.SUCCESS {
+		return nil // ERROR_NOT_SUPPORTED: a GPU without MIG
+	}
+	g.MIGPending = pending != current
+	if current != nvml.DEVICE_MIG_ENABLE {
 		return nil
 	}
 	g.MIGEnabled = true

@@ -86,7 +86,10 @@ func (m *Monitor) Run(ctx context.Context) error {
 	defer m.lib.Shutdown()
 	set, ret := m.lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("health: create event set: %s", nvml.ErrorString(ret))
+		// Without events the probes still find lost GPUs.
+		logger.Info("No NVML event set, probing only", "reason", nvml.ErrorString(ret))
+		m.probeOnly(ctx)
+		return nil
 	}
 	defer set.Free()
 	for _, uuid := range m.uuids {
@@ -117,6 +120,20 @@ func (m *Monitor) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// probeOnly probes every ProbeInterval until ctx ends.
+func (m *Monitor) probeOnly(ctx context.Context) {
+	tick := time.NewTicker(m.opts.ProbeInterval)
+	defer tick.Stop()
+	for {
+		m.Probe(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {

@@ -103,3 +103,42 @@ func TestXidAndLostGPUsTaintAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Where NVML gives no event set (some vGPU and driver setups), Run keeps
+// probing: a GPU that stops answering is still tainted.
+func TestProbesWithoutAnEventSet(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	gpus, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uuids []string
+	for _, g := range gpus {
+		uuids = append(uuids, g.UUID)
+	}
+	m := health.New(lib, uuids, health.Options{Policy: config.Default().Health, ProbeInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	lib.SetLost(5, true)
+	deadline := time.After(5 * time.Second)
+	for m.Taints()[uuids[5]].Value != "lost" {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended without an event set: %v", err)
+		case <-deadline:
+			t.Fatalf("lost GPU not tainted: taints %v", m.Taints())
+		case <-m.Changed():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -63,6 +63,9 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
 
 func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (nvml.GpuInstance, error) {
 	gis, ret := gpu.GetGpuInstances(info)
+	if instancesGone(ret) {
+		return nil, nil
+	}
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("GPU instances: %s", nvml.ErrorString(ret))
 	}
@@ -75,10 +78,48 @@ func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (
 	return nil, nil
 }
 
+// forgetGoneInstances marks the claim's MIG instances that no longer exist
+// as not created, so that Prepare creates them again, and says whether
+// there was one. A GPU that cannot be read is left for the prepare to
+// report.
+func (p *Preparer) forgetGoneInstances(ctx context.Context, c Claim) bool {
+	gone := false
+	for _, d := range c.Devices {
+		m := d.MIG
+		if m == nil || !m.Created {
+			continue
+		}
+		gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if gi, err := recordedGI(ctx, gpu, m); err == nil && gi == nil {
+			klog.FromContext(ctx).Info("MIG instance of a prepared claim is gone (reboot or GPU reset): creating it again", "claim", claimRef(c), "device", d.Device, "gi", m.GI)
+			m.GI, m.CI, m.Created, m.Identity = 0, 0, false, nil
+			gone = true
+		}
+	}
+	return gone
+}
+
+// instancesGone: NVML answers so when the GPU's MIG instances no longer
+// exist: the instance is not there, the GPU fell off the bus (its reset
+// destroys every instance), or MIG mode is off. Unprepare must not fail
+// on them, or the kubelet retries it forever and the pod never finishes
+// terminating.
+func instancesGone(ret nvml.Return) bool {
+	return ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_GPU_IS_LOST || ret == nvml.ERROR_NOT_SUPPORTED
+}
+
 // destroyMIG destroys the compute and GPU instance; instances already
-// gone (a repeated unprepare, a GPU reset) are no error.
+// gone (a repeated unprepare, a GPU reset, a lost GPU, MIG turned off)
+// are no error.
 func (p *Preparer) destroyMIG(ctx context.Context, m *MIGInstance) error {
 	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+	if instancesGone(ret) {
+		klog.FromContext(ctx).Info("GPU of a MIG instance is gone: nothing to destroy", "gpu", m.ParentUUID, "gi", m.GI, "nvml", nvml.ErrorString(ret))
+		return nil
+	}
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
 	}
@@ -90,12 +131,12 @@ func (p *Preparer) destroyMIG(ctx context.Context, m *MIGInstance) error {
 	if ret == nvml.SUCCESS {
 		cis, _ := gi.GetComputeInstances(&ciInfo)
 		for _, ci := range cis {
-			if ret := ci.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+			if ret := ci.Destroy(); ret != nvml.SUCCESS && !instancesGone(ret) {
 				return fmt.Errorf("destroy compute instance: %s", nvml.ErrorString(ret))
 			}
 		}
 	}
-	if ret := gi.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+	if ret := gi.Destroy(); ret != nvml.SUCCESS && !instancesGone(ret) {
 		return fmt.Errorf("destroy GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
 	}
 	return nil
@@ -111,19 +152,25 @@ func recordedGI(ctx context.Context, gpu nvml.Device, m *MIGInstance) (nvml.GpuI
 		// Intent recorded, creation interrupted (or no identity recorded):
 		// the instance of the recorded profile at the recorded placement.
 		info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
+		if instancesGone(ret) {
+			return nil, nil
+		}
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG profile %d: %s", m.ProfileID, nvml.ErrorString(ret))
 		}
 		return existingGI(gpu, &info, m.Start)
 	}
 	gi, ret := gpu.GetGpuInstanceById(int(m.GI))
-	if ret == nvml.ERROR_NOT_FOUND {
+	if instancesGone(ret) {
 		return nil, nil
 	}
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("GPU instance %d: %s", m.GI, nvml.ErrorString(ret))
 	}
 	info, ret := gi.GetInfo()
+	if instancesGone(ret) {
+		return nil, nil
+	}
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("GPU instance %d info: %s", m.GI, nvml.ErrorString(ret))
 	}

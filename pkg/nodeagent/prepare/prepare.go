@@ -88,12 +88,27 @@ func (p *Preparer) Claims() []Claim {
 }
 
 // Prepare prepares a claim; preparing it again returns the same devices.
+//
+// The kubelet prepares its claims again after it restarts or the node
+// reboots. The checkpoint survives a reboot; the CDI spec (under
+// /var/run, a tmpfs) and MIG instances (gone with any GPU reset) do not.
+// So a repeated prepare writes the spec again and recreates the
+// instances that are gone.
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	uid := string(claim.UID)
 	if c, ok := p.claims[uid]; ok && c.Prepared {
-		return p.result(c), nil
+		if !p.forgetGoneInstances(ctx, c) {
+			if err := p.writeSpec(c); err != nil {
+				return nil, err
+			}
+			return p.result(c), nil
+		}
+		c.Prepared = false
+		if err := p.save(c); err != nil {
+			return nil, err
+		}
 	}
 	c, err := p.plan(claim)
 	if err != nil {

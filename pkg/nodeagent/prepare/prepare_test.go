@@ -325,3 +325,44 @@ func TestCheckpointIsCheckedOnLoad(t *testing.T) {
 		}
 	}
 }
+
+// The node reboots: the checkpoint survives, the CDI specs (on tmpfs) and
+// the MIG instances do not. The kubelet prepares its claims again, and
+// the agent writes the spec and creates the instance again.
+func TestPrepareAgainAfterReboot(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	a := claim("a").device("gpu-0-mig-3g40gb-4").obj()
+	first, err := n.p.Prepare(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reboot.
+	destroy(t, n.instanceAt(t, 0, 4))
+	if err := os.RemoveAll(filepath.Join(n.dir, "cdi")); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t)
+	again, err := n.p.Prepare(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 1 || again[0].CDIDeviceIDs[0] != first[0].CDIDeviceIDs[0] {
+		t.Errorf("devices %+v after the reboot, want %+v", again, first)
+	}
+	if n.instanceAt(t, 0, 4) == nil || n.gpuInstances(0) != 1 {
+		t.Errorf("%d GPU instances on GPU 0 after preparing again, want the claim's at slice 4", n.gpuInstances(0))
+	}
+	specs, _ := filepath.Glob(filepath.Join(n.dir, "cdi", "*"))
+	if len(specs) != 1 {
+		t.Errorf("CDI specs after preparing again: %v, want the claim's", specs)
+	}
+	c, _ := claimByUID(n.p.Claims(), "uid-a")
+	if !c.Prepared || c.Devices[0].MIG == nil || !c.Devices[0].MIG.Created {
+		t.Errorf("checkpoint after preparing again: %+v", c)
+	}
+	// Unprepare still finds and destroys the new instance.
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(0) != 0 {
+		t.Errorf("unprepare: %v, %d instances left", err, n.gpuInstances(0))
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/prepare"
@@ -122,5 +123,37 @@ func TestUnprepareResumesBetweenDestroySteps(t *testing.T) {
 	}
 	if _, ok := claimByUID(n.p.Claims(), "uid-a"); ok {
 		t.Error("a still checkpointed after the resumed unprepare")
+	}
+}
+
+// A GPU that fell off the bus (its reset destroys every MIG instance) or
+// that is no longer there: unprepare forgets the claim's instances
+// instead of failing, which the kubelet would retry forever while the
+// pod stays Terminating.
+func TestUnprepareWhenTheGPUIsGone(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	for _, c := range []*claimBuilder{claim("lost").device("gpu-1-mig-3g40gb-0"), claim("removed").device("gpu-2-mig-3g40gb-0")} {
+		if _, err := n.p.Prepare(ctx, c.obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := n.lib.Devices[1].(*server.Device)
+	lost.GetGpuInstanceByIdFunc = func(int) (nvml.GpuInstance, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
+	removed := n.lib.Devices[2].(*server.Device).UUID
+	byUUID := n.lib.DeviceGetHandleByUUIDFunc
+	n.lib.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
+		if uuid == removed {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return byUUID(uuid)
+	}
+	for _, uid := range []string{"uid-lost", "uid-removed"} {
+		if err := n.p.Unprepare(ctx, types.UID(uid)); err != nil {
+			t.Errorf("unprepare %s: %v", uid, err)
+		}
+		if _, ok := claimByUID(n.p.Claims(), uid); ok {
+			t.Errorf("%s still checkpointed", uid)
+		}
 	}
 }

@@ -43,6 +43,9 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 		whole := Device{Name: fmt.Sprintf("gpu-%d", g.Index), GPU: g, Mode: mode}
 		switch mode {
 		case config.MIG:
+			if !g.MIGEnabled && g.MIGPending {
+				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode is still off: it was enabled and takes effect at the GPU's next reset or the node's reboot", g.Index, g.UUID, g.Product, mode)
+			}
 			if !g.MIGEnabled || len(g.MIGProfiles) == 0 {
 				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode is off or unsupported; enable MIG on the GPU or choose mode %q for it", g.Index, g.UUID, g.Product, mode, config.Whole)
 			}

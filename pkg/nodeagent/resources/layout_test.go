@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/blang/semver/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -238,6 +240,24 @@ func TestModeRulesAndErrors(t *testing.T) {
 	c.GPUs = []config.GPURule{{Indexes: []int{0, 1}, Mode: config.Shared}, {Product: "H100", Mode: config.MIG}}
 	if _, err := resources.NewLayout("n", discover(t, mocknvml.DGXH100, mocknvml.Options{}), c); err == nil || !strings.Contains(err.Error(), "GPU 2") || !strings.Contains(err.Error(), "MIG mode is off") {
 		t.Errorf("MIG mode off: error %v, want one naming GPU 2", err)
+	}
+	// MIG enabled with nvidia-smi, the GPU not yet reset: NVML reports
+	// the mode pending, and the error says what is missing.
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range lib.Devices {
+		d.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) {
+			return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+		}
+	}
+	pending, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resources.NewLayout("n", pending, c); err == nil || !strings.Contains(err.Error(), "GPU 2") || !strings.Contains(err.Error(), "takes effect at the GPU's next reset") {
+		t.Errorf("MIG mode pending: error %v, want one naming GPU 2 and the reset", err)
 	}
 	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{})
 	for i := range gpus {
