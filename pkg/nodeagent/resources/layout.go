@@ -63,6 +63,10 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 			}
 			l.add(whole)
 		default:
+			// CUDA sees no device on a GPU in MIG mode without instances.
+			if g.MIGEnabled {
+				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
+			}
 			l.add(whole)
 		}
 	}

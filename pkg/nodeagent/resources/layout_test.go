@@ -241,6 +241,11 @@ func TestModeRulesAndErrors(t *testing.T) {
 	if _, err := resources.NewLayout("n", discover(t, mocknvml.DGXH100, mocknvml.Options{}), c); err == nil || !strings.Contains(err.Error(), "GPU 2") || !strings.Contains(err.Error(), "MIG mode is off") {
 		t.Errorf("MIG mode off: error %v, want one naming GPU 2", err)
 	}
+	// MIG on, the agent told to offer whole GPUs (the default): a pod
+	// would get a GPU on which CUDA sees no device.
+	if _, err := resources.NewLayout("n", discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true}), config.Default()); err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), "MIG mode is on") {
+		t.Errorf("MIG mode on, mode whole: error %v, want one naming GPU 0", err)
+	}
 	// MIG enabled with nvidia-smi, the GPU not yet reset: NVML reports
 	// the mode pending, and the error says what is missing.
 	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{})
