@@ -317,3 +317,43 @@ func TestDevicePluginNodeScoresNeutral(t *testing.T) {
 		}
 	}
 }
+
+// The placement note on each claim names every claim of the allocation:
+// the pod's own claim's note names the extended-resource claim by what it
+// will be called (it does not exist yet when the note is written). A
+// claim deallocated after a failed binding keeps its finalizer; its note
+// is written again for the new devices, not left naming the old ones.
+func TestPlacementNotes(t *testing.T) {
+	pod := extendedGPUPod("p", 1)
+	pod.Spec.ResourceClaims = podWithClaims("p", "c").Spec.ResourceClaims
+	deallocated := claim("c", 1).Obj()
+	deallocated.Finalizers = []string{resourceapi.Finalizer}
+	deallocated.Annotations = map[string]string{PlacementAnnotation: "allocated c=[gpu-9] on node gone: an earlier attempt"}
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass, extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{deallocated},
+		pods:    []*v1.Pod{pod},
+	})
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	own := env.storedClaim("c")
+	note := own.Annotations[PlacementAnnotation]
+	if !strings.HasPrefix(note, "allocated c=[gpu-") || !strings.Contains(note, " p-extended-resources=[gpu-") || strings.Contains(note, " =[") || !strings.Contains(note, "on node node-a") {
+		t.Errorf("note of the pod's claim %q, want c and p-extended-resources on node-a", note)
+	}
+	if n := len(own.Finalizers); n != 1 {
+		t.Errorf("finalizers %v, want one", own.Finalizers)
+	}
+	for _, c := range env.claimsInNamespace() {
+		if strings.HasPrefix(c.Name, "p-extended-resources-") && !strings.Contains(c.Annotations[PlacementAnnotation], " "+c.Name+"=[gpu-") {
+			t.Errorf("note of the extended-resource claim %q, want its name", c.Annotations[PlacementAnnotation])
+		}
+	}
+}

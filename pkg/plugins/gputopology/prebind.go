@@ -56,11 +56,17 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 	}
 	maps.Copy(allocationOf, s.shared)
+	// note words the placement; the pod's own claims are written before
+	// the extended-resource claim exists, so their note names it by what
+	// it will be called (upstream's <pod>-extended-resources-<suffix>).
 	note := func(extendedName string) string {
 		if res == nil {
 			return ""
 		}
 		if ext != nil {
+			if extendedName == "" {
+				extendedName = pod.Name + "-extended-resources"
+			}
 			return pl.explain(ctx, pod, nodeName, append(slices.Clip(names), extendedName), res)
 		}
 		return pl.explain(ctx, pod, nodeName, names, res)
@@ -137,8 +143,10 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			if claim.Status.Allocation != nil {
 				return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
 			}
-			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
-				claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+			// A claim deallocated after a failed binding keeps its
+			// finalizer; its note is written again for the new devices.
+			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) || note != "" && claim.Annotations[PlacementAnnotation] != note {
+				claim.Finalizers = append(slices.DeleteFunc(claim.Finalizers, func(f string) bool { return f == resourceapi.Finalizer }), resourceapi.Finalizer)
 				if note != "" {
 					if claim.Annotations == nil {
 						claim.Annotations = map[string]string{}
