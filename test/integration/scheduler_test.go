@@ -150,9 +150,14 @@ func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (st
 // configuration.
 func (c *cluster) schedulerKubeconfig() string {
 	kubeconfig := c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
-	if _, err := c.client.RbacV1().Roles("kube-system").Get(c.ctx, "gputopo-scheduler-leader-election", metav1.GetOptions{}); err != nil {
-		c.apply("../../manifests/scheduler/leader-election.yaml", "")
-		c.apply("../../manifests/scheduler/second-scheduler/leader-election.yaml", "")
+	for ns, file := range map[string]string{
+		"kube-system":      "../../manifests/scheduler/leader-election.yaml",
+		schedulerNamespace: "../../manifests/scheduler/second-scheduler/leader-election.yaml",
+	} {
+		// A test may have applied the install's directory already.
+		if _, err := c.client.RbacV1().Roles(ns).Get(c.ctx, "gputopo-scheduler-leader-election", metav1.GetOptions{}); err != nil {
+			c.apply(file, "")
+		}
 	}
 	return kubeconfig
 }
