@@ -166,8 +166,10 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	return g, nil
 }
 
-// nvlinks counts the active links, their generation and bandwidth, and
-// notes where each ends.
+// nvlinks counts the active links and their bandwidth, and notes where
+// each ends: at an NVSwitch when NVML says so, otherwise at the PCI bus
+// ID that switches compares with the node's GPUs (for drivers that do not
+// report the remote device type).
 func nvlinks(d nvml.Device, g *GPU) {
 	var perLinkGBps int64
 	for l := range nvml.NVLINK_MAX_LINKS {
@@ -182,6 +184,10 @@ func nvlinks(d nvml.Device, g *GPU) {
 		if v, ret := d.GetNvLinkVersion(l); ret == nvml.SUCCESS {
 			perLinkGBps += linkGBps(nvml.NvlinkVersion(v))
 		}
+		if t, ret := d.GetNvLinkRemoteDeviceType(l); ret == nvml.SUCCESS && t != nvml.NVLINK_DEVICE_TYPE_UNKNOWN {
+			g.NVSwitch = g.NVSwitch || t == nvml.NVLINK_DEVICE_TYPE_SWITCH
+			continue
+		}
 		if remote, ret := d.GetNvLinkRemotePciInfo(l); ret == nvml.SUCCESS {
 			g.remotes = append(g.remotes, busID(remote))
 		}
@@ -193,8 +199,8 @@ func nvlinks(d nvml.Device, g *GPU) {
 // the version as nvmlNvlinkVersion_t, a code and not the generation
 // (NVLink 4.0 of H100 is 6): A100 12 x 25 x 2 = 600 GB/s, H100 18 x 25 x
 // 2 = 900, B200 18 x 50 x 2 = 1800. NVLink 3.1 is GA102's (RTX 3090,
-// A6000: 4 links, 112.5 GB/s in all). A version newer than NVML's of this
-// build gets NVLink 5's rate, its lower bound.
+// A6000: 4 links, 112.5 GB/s in all). NVLink 6.0 and any later code get
+// NVLink 5's rate, a lower bound.
 func linkGBps(version nvml.NvlinkVersion) int64 {
 	switch version {
 	case nvml.NVLINK_VERSION_INVALID:
@@ -264,8 +270,13 @@ func linkPeers(devices []nvml.Device, gpus []GPU) {
 		}
 	}
 	for _, m := range members {
-		// Named after its lowest GPU index: stable across restarts.
-		name := fmt.Sprintf("nvlink-%d", slices.Min(m))
+		// Named after its lowest GPU index (not its position here, which
+		// shifts when a GPU is left out): stable across restarts.
+		lowest := gpus[m[0]].Index
+		for _, i := range m {
+			lowest = min(lowest, gpus[i].Index)
+		}
+		name := fmt.Sprintf("nvlink-%d", lowest)
 		for _, i := range m {
 			gpus[i].NVLinkDomain = name
 		}

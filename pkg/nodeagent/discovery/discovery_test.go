@@ -112,8 +112,8 @@ func TestDiscoverLeavesOutAGPUItCannotRead(t *testing.T) {
 		if g.Index == 5 && g.PCIeRoot != "" {
 			t.Errorf("GPU 5's PCIe root %q, want none", g.PCIeRoot)
 		}
-		if g.Index == 7 && len(g.NVLinkPeers) != 0 {
-			t.Errorf("GPU 7, the lost GPU's NVLink partner, has peers %v", g.NVLinkPeers)
+		if g.Index == 7 && (len(g.NVLinkPeers) != 0 || g.NVSwitch) {
+			t.Errorf("GPU 7, the lost GPU's NVLink partner: peers %v, NVSwitch %v; want none and false", g.NVLinkPeers, g.NVSwitch)
 		}
 		if g.Index == 0 && len(g.NVLinkPeers) != 1 {
 			t.Errorf("GPU 0 has NVLink peers %v, want its partner", g.NVLinkPeers)
@@ -128,5 +128,49 @@ func TestDiscoverLeavesOutAGPUItCannotRead(t *testing.T) {
 	}
 	if _, err := discovery.Discover(lib, discovery.Options{}); err == nil || !strings.Contains(err.Error(), "no GPU of 8 could be read") {
 		t.Errorf("every GPU lost: %v", err)
+	}
+}
+
+// A domain is named after its lowest GPU index, also when GPU 0 is left
+// out (the positions in the list shift, the indexes do not).
+func TestDomainNamedByGPUIndex(t *testing.T) {
+	lib, err := mocknvml.New(mocknvml.DGXH100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.Devices[0].(*server.Device).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
+	gpus, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gpus {
+		if g.NVLinkDomain != "nvlink-1" || !g.NVSwitch {
+			t.Errorf("GPU %d: domain %q, NVSwitch %v; want nvlink-1 and true", g.Index, g.NVLinkDomain, g.NVSwitch)
+		}
+	}
+}
+
+// Drivers that do not report what a link ends at: a link to a bus ID of
+// no GPU of the node ends at an NVSwitch.
+func TestNVSwitchFromBusIDsWithoutRemoteType(t *testing.T) {
+	for shape, want := range map[mocknvml.Shape]bool{mocknvml.PCIePairs: false, mocknvml.DGXH100: true} {
+		lib, err := mocknvml.New(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range lib.Devices {
+			d.(*server.Device).GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+				return nvml.NVLINK_DEVICE_TYPE_UNKNOWN, nvml.ERROR_NOT_SUPPORTED
+			}
+		}
+		gpus, err := discovery.Discover(lib, discovery.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gpus {
+			if g.NVSwitch != want {
+				t.Errorf("%s GPU %d: NVSwitch %v, want %v", shape, g.Index, g.NVSwitch, want)
+			}
+		}
 	}
 }

@@ -71,6 +71,15 @@ func (t topology) wire(s *server.Server) {
 				bridged = append(bridged, j)
 			}
 		}
+		dev.GetNvLinkRemoteDeviceTypeFunc = func(l int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+			if l >= t.links {
+				return nvml.NVLINK_DEVICE_TYPE_UNKNOWN, nvml.ERROR_INVALID_ARGUMENT
+			}
+			if len(bridged) == 1 && t.fabric == nil {
+				return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
+			}
+			return nvml.NVLINK_DEVICE_TYPE_SWITCH, nvml.SUCCESS
+		}
 		dev.GetNvLinkRemotePciInfoFunc = func(l int) (nvml.PciInfo, nvml.Return) {
 			if l >= t.links {
 				return nvml.PciInfo{}, nvml.ERROR_INVALID_ARGUMENT
