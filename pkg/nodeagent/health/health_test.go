@@ -28,11 +28,10 @@ func (c *clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func TestXidAndLostGPUsTaintAndRecover(t *testing.T) {
-	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
+// gpuUUIDs discovers the mock's GPUs, as the agent does before it
+// starts the monitor.
+func gpuUUIDs(t *testing.T, lib *mocknvml.Server) []string {
+	t.Helper()
 	gpus, err := discovery.Discover(lib, discovery.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +40,15 @@ func TestXidAndLostGPUsTaintAndRecover(t *testing.T) {
 	for _, g := range gpus {
 		uuids = append(uuids, g.UUID)
 	}
+	return uuids
+}
+
+func TestXidAndLostGPUsTaintAndRecover(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuids := gpuUUIDs(t, lib)
 	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	// Run probes once at its start (before it handles the second event);
 	// the test probes after that, so no probe of Run's races the clock.
@@ -112,14 +120,7 @@ func TestProbesWithoutAnEventSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
-	gpus, err := discovery.Discover(lib, discovery.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var uuids []string
-	for _, g := range gpus {
-		uuids = append(uuids, g.UUID)
-	}
+	uuids := gpuUUIDs(t, lib)
 	m := health.New(lib, uuids, health.Options{Policy: config.Default().Health, ProbeInterval: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

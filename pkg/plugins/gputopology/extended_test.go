@@ -227,13 +227,7 @@ func TestResizeDeferredPodKeepsItsClaim(t *testing.T) {
 		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
 		pods:    []*v1.Pod{pod},
 	})
-	cs := env.scheduleUpTo(pod, "node-a")
-	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("Reserve: %v", status)
-	}
-	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("PreBind: %v", status)
-	}
+	env.bindOn(pod, "node-a")
 	running, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
 	env.tCtx.ExpectNoError(err, "get pod")
 	running.Spec.NodeName = "node-a"
@@ -247,7 +241,7 @@ func TestResizeDeferredPodKeepsItsClaim(t *testing.T) {
 	}
 
 	env.pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption = true
-	cs = framework.NewCycleState()
+	cs := framework.NewCycleState()
 	_, status := env.pl.PreFilter(env.tCtx, cs, running, nil)
 	wantStatus(t, "PreFilter of a pod waiting for its resize", status, fwk.Skip, "")
 	wantStatus(t, "Filter of a pod waiting for its resize", env.pl.Filter(env.tCtx, cs, running, env.nodes["node-a"]), fwk.Success, "")
@@ -336,13 +330,7 @@ func TestPlacementNotes(t *testing.T) {
 		claims:  []*resourceapi.ResourceClaim{deallocated},
 		pods:    []*v1.Pod{pod},
 	})
-	cs := env.scheduleUpTo(pod, "node-a")
-	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("Reserve: %v", status)
-	}
-	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("PreBind: %v", status)
-	}
+	env.bindOn(pod, "node-a")
 	own := env.storedClaim("c")
 	note := own.Annotations[PlacementAnnotation]
 	if !strings.HasPrefix(note, "allocated c=[gpu-") || !strings.Contains(note, " p-extended-resources=[gpu-") || strings.Contains(note, " =[") || !strings.Contains(note, "on node node-a") {

@@ -263,6 +263,19 @@ func (e *testEnv) scheduleUpTo(pod *v1.Pod, nodeName string) fwk.CycleState {
 	return cs
 }
 
+// bindOn runs the pod's cycle through Reserve and PreBind on node and
+// requires each step to pass: its claims are then written.
+func (e *testEnv) bindOn(pod *v1.Pod, nodeName string) {
+	e.tCtx.Helper()
+	cs := e.scheduleUpTo(pod, nodeName)
+	if status := e.pl.Reserve(e.tCtx, cs, pod, nodeName); !status.IsSuccess() {
+		e.tCtx.Fatalf("Reserve %s: %v", pod.Name, status)
+	}
+	if status := e.pl.PreBind(e.tCtx, cs, pod, nodeName); !status.IsSuccess() {
+		e.tCtx.Fatalf("PreBind %s: %v", pod.Name, status)
+	}
+}
+
 // Reserve puts the devices in flight in the shared claim tracker, where
 // the next pod's PreFilter sees them as taken; Unreserve gives them back.
 func TestReserveUnreserve(t *testing.T) {
