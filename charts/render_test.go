@@ -37,6 +37,7 @@ func TestBadValues(t *testing.T) {
 		{`scheduler: {percentageOfNodesToScore: 101}`, "/scheduler/percentageOfNodesToScore"},
 		{`scheduler: {weights: {GPUTopology: 0}}`, "/scheduler/weights/GPUTopology"},
 		{`scheduler: {featureGates: {GenericWorkload: "yes"}}`, "/scheduler/featureGates/GenericWorkload"},
+		{`scheduler: {featureGates: {CompositePodGroup: true}}`, "/scheduler/featureGates/CompositePodGroup"},
 		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},
 		{`nodeAgent: {config: {driverName: gpu.example.com}}`, "/nodeAgent/config/driverName"},
 		{`podGroups: true`, "/podGroups"},
