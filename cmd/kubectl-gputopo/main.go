@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,9 +24,9 @@ import (
 	"github.com/gputopo/gputopo/pkg/version"
 )
 
-const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME]
-       kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]
-       kubectl gputopo report [--out FILE] [--kubeconfig FILE] [--context NAME]
+const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
+       kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
+       kubectl gputopo report [--out FILE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
        kubectl gputopo version
 
   nodes   each node's devices grouped by NVLink domain and clique, with the
@@ -53,29 +54,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why" && args[0] != "report") {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	node := fs.String("node", "", "nodes: only this node")
-	namespace := fs.String("n", "default", "why: the pod's namespace")
-	outFile := fs.String("out", "", "report: write the HTML page to this file (default: stdout)")
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, help is the usage
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	var pod string
-	rest := args[1:]
-	if args[0] == "why" {
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			return fmt.Errorf("why: name the pod\n%s", usage)
-		}
-		pod, rest = rest[0], rest[1:]
+	timeout := fs.Duration("request-timeout", 30*time.Second, "how long one API request may take")
+	// Each command takes only its own flags: another's would be ignored.
+	var node, namespace, outFile *string
+	switch cmd {
+	case "nodes":
+		node = fs.String("node", "", "only this node")
+	case "why":
+		namespace = fs.String("n", "", "the pod's namespace (default: the context's)")
+	case "report":
+		outFile = fs.String("out", "", "write the HTML page to this file (default: stdout)")
 	}
-	if err := fs.Parse(rest); err != nil {
+	positional, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = fmt.Fprintln(out, usage)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w\n%s", cmd, err, usage)
+	}
+	if err := checkArgs(cmd, positional); err != nil {
 		return err
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+	clientConfig := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext})
+	cfg, err := clientConfig.ClientConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.Timeout = *timeout
 	// As kubectl: the API server's warnings (deprecated APIs) as plain
 	// "Warning:" lines on stderr, each once.
 	cfg.WarningHandler = restclient.NewWarningWriter(os.Stderr, restclient.WarningWriterOptions{Deduplicate: true})
@@ -83,13 +96,53 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	switch args[0] {
+	switch cmd {
 	case "why":
-		return inspect.Why(ctx, client, *namespace, pod, out)
+		ns := *namespace
+		if ns == "" {
+			if ns, _, err = clientConfig.Namespace(); err != nil {
+				return fmt.Errorf("kubeconfig: %w", err)
+			}
+		}
+		return inspect.Why(ctx, client, ns, positional[0], out)
 	case "report":
 		return writeReport(ctx, client, cfg.Host, *outFile, out)
 	}
 	return inspect.Nodes(ctx, client, *node, out)
+}
+
+// parseInterleaved parses flags before, between and after the positional
+// arguments (kubectl's convention: "why POD -n NS" and "why -n NS POD"
+// alike) and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+// checkArgs: why takes one pod, the others nothing; a stray word is an
+// error, not ignored (it may be a misplaced flag's value).
+func checkArgs(cmd string, positional []string) error {
+	want := 0
+	if cmd == "why" {
+		want = 1
+		if len(positional) == 0 {
+			return fmt.Errorf("why: name the pod\n%s", usage)
+		}
+	}
+	if len(positional) > want {
+		return fmt.Errorf("%s: unexpected argument %q\n%s", cmd, positional[want], usage)
+	}
+	return nil
 }
 
 // writeReport writes the live cluster's HTML report to file, or to out
