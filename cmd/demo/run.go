@@ -23,6 +23,7 @@ import (
 	"github.com/gputopo/gputopo/pkg/demo/replay"
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/demo/scenarios"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
 
 // The two schedulers, each on its own copy of the fleet.
@@ -211,7 +212,7 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 		Scenario: fmt.Sprintf("%d nodes, %.0f GPUs per scheduler; %d pods over %d steps", len(fl.Nodes)/2, gpus, len(outs[0].Pods), w.Steps),
 		Notes: []string{
 			"Both schedulers run in one kube-scheduler process (profiles gputopo-scheduler and default-scheduler with the in-tree DynamicResources plugin), each on its own identical copy of the fleet.",
-			"Slices come from gputopo's node agent on go-nvml's mock servers (DGX H100, PCIe H100 NVL pairs, A100 in MIG mode, GB200 NVL72 trays, shared H200).",
+			"Slices come from gputopo's node agent on go-nvml's mock servers: " + fleetSummary(cluster) + ".",
 		},
 	}
 	for _, out := range outs {
@@ -338,4 +339,18 @@ func allNodes(ctx context.Context, client kubernetes.Interface) map[string]strin
 		out[n.Name] = strings.TrimSpace(n.Labels["node.kubernetes.io/instance-type"])
 	}
 	return out
+}
+
+// fleetSummary names the node groups the slices came from, with their
+// mock shape and the agent's mode ("4 x dgxh100 (whole)").
+func fleetSummary(c fleet.Cluster) string {
+	parts := make([]string, 0, len(c.Nodes))
+	for _, g := range c.Nodes {
+		mode := g.Mode
+		if mode == "" {
+			mode = config.Whole
+		}
+		parts = append(parts, fmt.Sprintf("%d x %s (%s)", g.Count, g.Shape, mode))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -70,9 +71,13 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 	seen := map[string]bool{}
 	for i, g := range c.Nodes {
 		p := field.NewPath("nodes").Index(i)
-		// Node names are <copy>-<name>-<i>: the name must be a DNS label.
+		// Node names are <copy>-<name>-<i>, and also the node's
+		// kubernetes.io/hostname label: each must be a DNS label.
 		for _, msg := range validation.IsDNS1123Label(g.Name) {
 			errs = append(errs, field.Invalid(p.Child("name"), g.Name, msg))
+		}
+		if longest := fmt.Sprintf("%s-%s-%d", strings.Repeat("x", MaxCopyName), g.Name, max(g.Count-1, 0)); len(longest) > validation.DNS1123LabelMaxLength {
+			errs = append(errs, field.TooLong(p.Child("name"), g.Name, validation.DNS1123LabelMaxLength-len(longest)+len(g.Name)))
 		}
 		if seen[g.Name] {
 			errs = append(errs, field.Duplicate(p.Child("name"), g.Name))
@@ -89,6 +94,9 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 		}
 		if _, err := mocknvml.ParseShape(string(g.Shape)); err != nil {
 			errs = append(errs, field.NotSupported(p.Child("shape"), g.Shape, shapeNames()))
+		}
+		if g.Rack != "" && g.Shape != mocknvml.GB200Tray {
+			errs = append(errs, field.Invalid(p.Child("rack"), g.Rack, "only "+string(mocknvml.GB200Tray)+" nodes are in a rack's NVLink clique"))
 		}
 		switch g.Mode {
 		case config.Whole, config.MIG, config.Shared, "":
@@ -130,10 +138,19 @@ func (f *Fleet) Stop() {
 	}
 }
 
+// MaxCopyName is the longest copy name Start takes ("gputopo", "intree"):
+// ParseCluster checks node names against it.
+const MaxCopyName = 7
+
 // Start creates every node of the cluster once per copy and starts its
 // node agent in mock mode; the agents publish the slices.
 func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies []string, dir string) (*Fleet, error) {
 	f := &Fleet{}
+	for _, cp := range copies {
+		if len(cp) > MaxCopyName {
+			return nil, fmt.Errorf("copy name %q: longer than %d characters", cp, MaxCopyName)
+		}
+	}
 	for _, cp := range copies {
 		for _, g := range c.Nodes {
 			for i := range g.Count {

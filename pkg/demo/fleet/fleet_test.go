@@ -18,6 +18,9 @@ func TestParseClusterNamesTheField(t *testing.T) {
 		{"mode", "- {name: dgx, count: 1, shape: dgxh100, mode: half}", `nodes[0].mode: Unsupported value: "half"`},
 		{"negative cpu", `- {name: dgx, count: 1, shape: dgxh100, cpu: "-4"}`, `nodes[0].cpu: Invalid value: "-4": must not be negative`},
 		{"negative memory", "- {name: dgx, count: 1, shape: dgxh100, memory: -1Gi}", `nodes[0].memory: Invalid value: "-1Gi"`},
+		// Node names are <copy>-<name>-<i>, each also a label value.
+		{"name too long with its copy and index", "- {name: " + strings.Repeat("a", 53) + ", count: 1000, shape: dgxh100}", "nodes[0].name: Too long: may not be more than 51 bytes"},
+		{"rack of a DGX", "- {name: dgx, count: 2, shape: dgxh100, rack: rack-a}", `nodes[0].rack: Invalid value: "rack-a": only gb200-tray`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseCluster([]byte("nodes:\n"+tc.nodes+"\n"), "fleet.yaml")

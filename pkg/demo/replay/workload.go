@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -112,13 +114,26 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 	}
 	for name, t := range w.Templates {
 		p := field.NewPath("templates").Key(name)
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(p, name, "the claim template's name: "+msg))
+		}
 		switch t.Class {
 		case contract.ClassGPU, contract.ClassMIG, contract.ClassSharedGPU:
 		default:
 			errs = append(errs, field.NotSupported(p.Child("class"), t.Class, []string{contract.ClassGPU, contract.ClassMIG, contract.ClassSharedGPU}))
 		}
-		if t.Count < 0 {
-			errs = append(errs, field.Invalid(p.Child("count"), t.Count, "must not be negative"))
+		if t.Count < 0 || t.Count > resourceapi.AllocationResultsMaxSize {
+			errs = append(errs, field.Invalid(p.Child("count"), t.Count, fmt.Sprintf("must be in 0..%d, the devices one claim may hold (0: 1)", resourceapi.AllocationResultsMaxSize)))
+		}
+		if t.Selector != "" {
+			if c := dracel.GetCompiler(dracel.Features{EnableConsumableCapacity: true}).CompileCELExpression(t.Selector, dracel.Options{}); c.Error != nil {
+				errs = append(errs, field.Invalid(p.Child("selector"), t.Selector, c.Error.Error()))
+			}
+		}
+		for what, q := range map[string]*resource.Quantity{"memory": t.Memory, "compute": t.Compute} {
+			if q != nil && q.Sign() <= 0 {
+				errs = append(errs, field.Invalid(p.Child(what), q.String(), "must be positive"))
+			}
 		}
 		if t.GPUs < 0 {
 			errs = append(errs, field.Invalid(p.Child("gpus"), t.GPUs, "must not be negative (0: count)"))
@@ -139,6 +154,11 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		p := field.NewPath("pods").Index(i)
 		if g.Name == "" || seen[g.Name] {
 			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "must be set and unique"))
+		} else {
+			// Pods are <name>-<k>, a name that is also a label value.
+			for _, msg := range validation.IsDNS1123Label(fmt.Sprintf("%s-%d", g.Name, max(g.Count-1, 0))) {
+				errs = append(errs, field.Invalid(p.Child("name"), g.Name, "its pods' names: "+msg))
+			}
 		}
 		seen[g.Name] = true
 		if _, ok := w.Templates[g.Template]; !ok {

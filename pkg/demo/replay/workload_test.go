@@ -24,6 +24,10 @@ pods:
 		{"{class: gpu.nvidia.com, resource: example.com/gpu}", `templates[x].resource: Unsupported value: "example.com/gpu"`},
 		{"{class: mig.nvidia.com, resource: nvidia.com/gpu}", "templates[x].resource: Invalid value: \"nvidia.com/gpu\": only class gpu.nvidia.com serves it"},
 		{"{class: gpu.nvidia.com, resource: nvidia.com/gpu, selector: 'true'}", "templates[x].resource: Forbidden"},
+		// A claim holds at most 32 devices: more was retried forever.
+		{"{class: gpu.nvidia.com, count: 33}", "templates[x].count: Invalid value: 33: must be in 0..32"},
+		{"{class: shared.gpu.nvidia.com, memory: -16Gi}", `templates[x].memory: Invalid value: "-16Gi": must be positive`},
+		{"{class: gpu.nvidia.com, selector: 'device.attributes[\"gpu.nvidia.com\"].memory >'}", "templates[x].selector: Invalid value"},
 	} {
 		bad := "steps: 1\ntemplates:\n  x: " + tc.template + "\npods: []\n"
 		if _, err := ParseWorkload([]byte(bad), "bad.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -95,5 +99,19 @@ func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 	ok := "steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 1, arrive: 0, leave: 1}\n"
 	if _, err := ParseWorkload([]byte(ok), "ok.yaml"); err != nil {
 		t.Errorf("leave at the last step: %v", err)
+	}
+}
+
+// Names that would fail only once the control plane runs are refused with
+// the file and field: claim templates are objects, pods are <name>-<k>.
+func TestParseWorkloadNames(t *testing.T) {
+	for _, tc := range []struct{ workload, want string }{
+		{"steps: 1\ntemplates:\n  T_1: {class: gpu.nvidia.com}\npods: []\n", "templates[T_1]: Invalid value: \"T_1\": the claim template's name"},
+		{"steps: 1\ntemplates:\n  t: {class: gpu.nvidia.com}\npods:\n- {name: Train, template: t, count: 1, arrive: 0}\n", "pods[0].name: Invalid value: \"Train\": its pods' names"},
+		{"steps: 1\ntemplates:\n  t: {class: gpu.nvidia.com}\npods:\n- {name: " + strings.Repeat("a", 62) + ", template: t, count: 10, arrive: 0}\n", "pods[0].name: Invalid value"},
+	} {
+		if _, err := ParseWorkload([]byte(tc.workload), "w.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "w.yaml: ") {
+			t.Errorf("error %v, want one from w.yaml containing %q", err, tc.want)
+		}
 	}
 }
