@@ -7,6 +7,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,6 +193,11 @@ func (h HealthPolicy) validate(p *field.Path) field.ErrorList {
 	}
 	if h.FlapWindow.Duration < h.RecoverAfter.Duration {
 		errs = append(errs, field.Invalid(p.Child("flapWindow"), h.FlapWindow.Duration.String(), "must be at least recoverAfter"))
+	}
+	for i, x := range h.FatalXids {
+		if slices.Contains(h.IgnoredXids, x) {
+			errs = append(errs, field.Invalid(p.Child("fatalXids").Index(i), x, "is in ignoredXids too; an Xid is either an application's error or the GPU's"))
+		}
 	}
 	switch h.FatalRecovery {
 	case RecoverOnReset, RecoverByOperator:

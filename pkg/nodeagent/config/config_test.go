@@ -26,6 +26,9 @@ func TestLoad(t *testing.T) {
 		}},
 		{"bad health", "health:\n  flapThreshold: 0\n  flapWindow: 1m\n  fatalRecovery: timer\n",
 			[]string{"health.flapThreshold", "health.flapWindow: Invalid value: \"1m0s\": must be at least recoverAfter", `health.fatalRecovery: Unsupported value: "timer"`}, nil},
+		// Ignored wins when both lists hold an Xid: 79 (off the bus) would
+		// never taint.
+		{"xid ignored and fatal", "health:\n  ignoredXids: [13, 79]\n  fatalXids: [79]\n", []string{"health.fatalXids[0]: Invalid value: 79: is in ignoredXids too"}, nil},
 		{"rules", "defaultMode: shared\ngpus:\n- product: A100\n  mode: mig\n- indexes: [7]\n  mode: whole\n", nil, func(c config.Config) bool {
 			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
 		}},

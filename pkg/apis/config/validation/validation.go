@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // ValidateGPUTopologyArgs returns every invalid field, with its path.
@@ -18,15 +20,25 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		name string
 		part allocator.PolicyPart
 	}{{"topology", a.Topology}, {"mig", a.MIG}, {"packing", a.Packing}} {
-		if p.part.Weight < 0 {
-			errs = append(errs, field.Invalid(path.Child(p.name, "weight"), p.part.Weight, "must not be negative"))
+		if !finite(p.part.Weight) {
+			errs = append(errs, field.Invalid(path.Child(p.name, "weight"), p.part.Weight, "must be a finite number, not negative"))
 		}
 	}
 	if a.Packing.Enabled && len(a.Workload) == 0 {
 		errs = append(errs, field.Required(path.Child("workload"), "needed when packing is enabled"))
 	}
+	var total float64
+	seen := map[topology.TaskClass]bool{}
 	for i, c := range a.Workload {
 		p := path.Child("workload").Index(i)
+		total += c.Weight
+		// The same request twice: one class with the summed weight.
+		key := c
+		key.Weight = 0
+		if seen[key] {
+			errs = append(errs, field.Duplicate(p, fmt.Sprintf("gpus %d, share %g, cpuMilli %d, memoryMiB %d", c.GPUs, c.Share, c.CPUMilli, c.MemoryMiB)))
+		}
+		seen[key] = true
 		switch {
 		case c.GPUs < 1:
 			errs = append(errs, field.Invalid(p.Child("gpus"), c.GPUs, "must be at least 1"))
@@ -35,8 +47,8 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		case c.GPUs > 1 && c.Share != 1:
 			errs = append(errs, field.Invalid(p.Child("share"), c.Share, "classes of several GPUs take whole GPUs (share 1)"))
 		}
-		if c.Weight < 0 {
-			errs = append(errs, field.Invalid(p.Child("weight"), c.Weight, "must not be negative"))
+		if !finite(c.Weight) || c.Weight > maxClassWeight {
+			errs = append(errs, field.Invalid(p.Child("weight"), c.Weight, fmt.Sprintf("must be a number in [0, %g]", maxClassWeight)))
 		}
 		if c.CPUMilli < 0 {
 			errs = append(errs, field.Invalid(p.Child("cpuMilli"), c.CPUMilli, "must not be negative"))
@@ -44,6 +56,9 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		if c.MemoryMiB < 0 {
 			errs = append(errs, field.Invalid(p.Child("memoryMiB"), c.MemoryMiB, "must not be negative"))
 		}
+	}
+	if len(a.Workload) > 0 && total <= 0 {
+		errs = append(errs, field.Invalid(path.Child("workload"), total, "the weights must not all be 0: fragmentation is measured against them"))
 	}
 	if a.HostPressure < 0 || math.IsNaN(a.HostPressure) || math.IsInf(a.HostPressure, 0) {
 		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, "must be a finite number, not negative"))
@@ -55,13 +70,20 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		errs = append(errs, field.Invalid(path.Child("searchBudget"), a.SearchBudget, "must not be negative"))
 	}
 	if a.FilterTimeout.Duration < 0 {
-		errs = append(errs, field.Invalid(path.Child("filterTimeout"), a.FilterTimeout.String(), "must not be negative"))
+		errs = append(errs, field.Invalid(path.Child("filterTimeout"), a.FilterTimeout.Duration.String(), "must not be negative"))
 	}
 	if a.BindingTimeout.Duration <= 0 {
-		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.String(), "must be positive"))
+		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.Duration.String(), "must be positive"))
 	}
 	return errs.ToAggregate()
 }
+
+// maxClassWeight bounds a workload class's weight: weights are relative,
+// and sums of larger ones overflow to +Inf, which zeroes every
+// fragmentation measure.
+const maxClassWeight = 1e9
+
+func finite(w float64) bool { return w >= 0 && !math.IsNaN(w) && !math.IsInf(w, 0) }
 
 // MaxCliquePlacements bounds maxPlacements: every placement is a full
 // trial of the group's pods in one scheduling cycle.
@@ -78,6 +100,8 @@ func ValidateGPUCliquePlacementArgs(path *field.Path, a *config.GPUCliquePlaceme
 		switch {
 		case c == "":
 			errs = append(errs, field.Required(path.Child("gpuClasses").Index(i), "a DeviceClass name"))
+		case len(validation.IsDNS1123Subdomain(c)) > 0:
+			errs = append(errs, field.Invalid(path.Child("gpuClasses").Index(i), c, "a DeviceClass name: "+validation.IsDNS1123Subdomain(c)[0]))
 		case seen[c]:
 			errs = append(errs, field.Duplicate(path.Child("gpuClasses").Index(i), c))
 		}

@@ -30,6 +30,18 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		{"bad workload", func(a *config.GPUTopologyArgs) {
 			a.Workload = topology.Workload{{GPUs: 0, Share: 1}, {GPUs: 1, Share: 2}, {GPUs: 2, Share: 0.5}, {GPUs: 1, Share: 1, Weight: -1}, {GPUs: 1, Share: 1, CPUMilli: -1, MemoryMiB: -1}}
 		}, []string{"args.workload[0].gpus", "args.workload[1].share", "args.workload[2].share", "args.workload[3].weight", "args.workload[4].cpuMilli", "args.workload[4].memoryMiB"}},
+		// Weights whose sum overflows, or that are all 0, zero every
+		// fragmentation measure; the same class twice is one class.
+		{"huge weights", func(a *config.GPUTopologyArgs) {
+			a.Workload = topology.Workload{{GPUs: 1, Share: 1, Weight: 1e308}, {GPUs: 1, Share: 0.5, Weight: 1e308}}
+			a.Packing.Weight = math.Inf(1)
+		}, []string{"args.workload[0].weight", "args.workload[1].weight", "args.packing.weight"}},
+		{"zero weights", func(a *config.GPUTopologyArgs) {
+			a.Workload = topology.Workload{{GPUs: 1, Share: 1}, {GPUs: 2, Share: 1}}
+		}, []string{"args.workload: Invalid value: 0: the weights must not all be 0"}},
+		{"a class twice", func(a *config.GPUTopologyArgs) {
+			a.Workload = topology.Workload{{GPUs: 1, Share: 1, Weight: 1}, {GPUs: 2, Share: 1, Weight: 1}, {GPUs: 1, Share: 1, Weight: 3}}
+		}, []string{"args.workload[2]: Duplicate value"}},
 		{"negative host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = -0.1 }, []string{"args.hostPressure"}},
 		{"NaN host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = math.NaN() }, []string{"args.hostPressure"}},
 		{"negative link class cost", func(a *config.GPUTopologyArgs) { a.LinkClassCost = -1 }, []string{"args.linkClassCost"}},
@@ -39,7 +51,7 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 			a.SearchBudget = -1
 			a.FilterTimeout = metav1.Duration{Duration: -1}
 			a.BindingTimeout = metav1.Duration{}
-		}, []string{"args.searchBudget", "args.filterTimeout", "args.bindingTimeout"}},
+		}, []string{"args.searchBudget", `args.filterTimeout: Invalid value: "-1ns"`, `args.bindingTimeout: Invalid value: "0s"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +86,7 @@ func TestValidateGPUCliquePlacementArgs(t *testing.T) {
 	}{
 		{"no placements", func(a *config.GPUCliquePlacementArgs) { a.MaxPlacements = 0 }, []string{"args.maxPlacements"}},
 		{"too many placements", func(a *config.GPUCliquePlacementArgs) { a.MaxPlacements = MaxCliquePlacements + 1 }, []string{"args.maxPlacements"}},
-		{"bad classes", func(a *config.GPUCliquePlacementArgs) { a.GPUClasses = []string{"a", "", "a"} }, []string{"args.gpuClasses[1]: Required", "args.gpuClasses[2]: Duplicate"}},
+		{"bad classes", func(a *config.GPUCliquePlacementArgs) { a.GPUClasses = []string{"a", "", "a", "Not A Class!"} }, []string{"args.gpuClasses[1]: Required", "args.gpuClasses[2]: Duplicate", `args.gpuClasses[3]: Invalid value: "Not A Class!"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
