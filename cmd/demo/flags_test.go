@@ -150,3 +150,14 @@ func TestOutMustBeAWritableDirectory(t *testing.T) {
 		t.Errorf("the write check left %d files behind", len(entries))
 	}
 }
+
+// A file that cannot be read is reported with the flag that named it.
+func TestFileErrorsNameTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := clusterOf(flags{cluster: missing}); err == nil || !strings.HasPrefix(err.Error(), "--cluster: open "+missing) {
+		t.Errorf("--cluster of a missing file: %v", err)
+	}
+	if _, err := workload(flags{workload: missing}); err == nil || !strings.HasPrefix(err.Error(), "--workload: open "+missing) {
+		t.Errorf("--workload of a missing file: %v", err)
+	}
+}

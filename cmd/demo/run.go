@@ -152,12 +152,28 @@ func startControlPlane(ctx context.Context, say func(string), o controlplane.Opt
 // workload is --workload's file, or the scenario's built-in workload.
 func workload(f flags) (replay.Workload, error) {
 	if f.workload != "" {
-		return replay.LoadWorkload(f.workload)
+		w, err := replay.LoadWorkload(f.workload)
+		if err != nil {
+			return w, fmt.Errorf("--workload: %w", err)
+		}
+		return w, nil
 	}
 	if f.scenario == "nvl72" {
 		return replay.ParseWorkload(scenarios.NVL72Workload, "built-in NVL72 workload")
 	}
 	return replay.ParseWorkload(scenarios.DefaultWorkload, "built-in workload")
+}
+
+// clusterOf is --cluster's fleet, or the scenario's built-in one.
+func clusterOf(f flags) (fleet.Cluster, error) {
+	if f.cluster != "" {
+		c, err := fleet.LoadCluster(f.cluster)
+		if err != nil {
+			return c, fmt.Errorf("--cluster: %w", err)
+		}
+		return c, nil
+	}
+	return builtinCluster(f)
 }
 
 // builtinCluster is the scenario's built-in fleet.
@@ -173,10 +189,7 @@ func builtinCluster(f flags) (fleet.Cluster, error) {
 // both profiles; a workload with pod groups runs with their gates.
 func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	say := progress(f.quiet)
-	cluster, err := builtinCluster(f)
-	if f.cluster != "" {
-		cluster, err = fleet.LoadCluster(f.cluster)
-	}
+	cluster, err := clusterOf(f)
 	if err != nil {
 		return report.Report{}, err
 	}
