@@ -146,6 +146,7 @@ const MaxCopyName = 7
 // node agent in mock mode; the agents publish the slices.
 func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies []string, dir string) (*Fleet, error) {
 	f := &Fleet{}
+	// Checked before any node is created.
 	for _, cp := range copies {
 		if len(cp) > MaxCopyName {
 			return nil, fmt.Errorf("copy name %q: longer than %d characters", cp, MaxCopyName)

@@ -93,13 +93,7 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 	gpus := make([]GPU, 0, count)
 	var errs []error
 	for i := range count {
-		d, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			errs = append(errs, fmt.Errorf("device %d: handle: %s", i, nvml.ErrorString(ret)))
-			opts.problem(i, errs[len(errs)-1])
-			continue
-		}
-		g, err := describe(i, d, opts)
+		d, g, err := readGPU(lib, i, opts)
 		if err != nil {
 			errs = append(errs, err)
 			opts.problem(i, err)
@@ -115,6 +109,16 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 	linkPeers(devices, gpus)
 	switches(gpus)
 	return gpus, nil
+}
+
+// readGPU gets GPU i's handle and describes it.
+func readGPU(lib nvml.Interface, i int, opts Options) (nvml.Device, GPU, error) {
+	d, ret := lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return nil, GPU{}, fmt.Errorf("device %d: handle: %s", i, nvml.ErrorString(ret))
+	}
+	g, err := describe(i, d, opts)
+	return d, g, err
 }
 
 func describe(i int, d nvml.Device, opts Options) (GPU, error) {
@@ -271,12 +275,9 @@ func linkPeers(devices []nvml.Device, gpus []GPU) {
 	}
 	for _, m := range members {
 		// Named after its lowest GPU index (not its position here, which
-		// shifts when a GPU is left out): stable across restarts.
-		lowest := gpus[m[0]].Index
-		for _, i := range m {
-			lowest = min(lowest, gpus[i].Index)
-		}
-		name := fmt.Sprintf("nvlink-%d", lowest)
+		// shifts when a GPU is left out; positions follow indexes):
+		// stable across restarts.
+		name := fmt.Sprintf("nvlink-%d", gpus[slices.Min(m)].Index)
 		for _, i := range m {
 			gpus[i].NVLinkDomain = name
 		}

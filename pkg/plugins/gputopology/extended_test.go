@@ -43,6 +43,17 @@ func extendedGPUPod(name string, n int64) *v1.Pod {
 			Requests: v1.ResourceList{"example.com/gpu": q}, Limits: v1.ResourceList{"example.com/gpu": q}}}}).Obj()
 }
 
+// extendedEnv: node-a with two NVLink pairs, the class that serves
+// example.com/gpu, and the pod.
+func extendedEnv(t *testing.T, pod *v1.Pod) *testEnv {
+	return newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+}
+
 func (e *testEnv) claimsInNamespace() []resourceapi.ResourceClaim {
 	e.tCtx.Helper()
 	l, err := e.client.ResourceV1().ResourceClaims(ns).List(e.tCtx, metav1.ListOptions{})
@@ -56,12 +67,7 @@ func (e *testEnv) claimsInNamespace() []resourceapi.ResourceClaim {
 // makes a new claim and records it in the pod's status.
 func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 	pod := extendedGPUPod("p", 2)
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{extendedGPUClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		pods:    []*v1.Pod{pod},
-	})
+	env := extendedEnv(t, pod)
 	var failStatus atomic.Bool
 	failStatus.Store(true)
 	env.client.PrependReactor("patch", "pods", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
@@ -221,12 +227,7 @@ func TestExtendedClaimOf(t *testing.T) {
 // preemption is not tried for it.
 func TestResizeDeferredPodKeepsItsClaim(t *testing.T) {
 	pod := extendedGPUPod("p", 2)
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{extendedGPUClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		pods:    []*v1.Pod{pod},
-	})
+	env := extendedEnv(t, pod)
 	env.bindOn(pod, "node-a")
 	running, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
 	env.tCtx.ExpectNoError(err, "get pod")

@@ -44,7 +44,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	res := s.result(nodeName)
 	if s.learnInPreBind && res != nil {
 		s.learnInPreBind = false
-		pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+		pl.learn(pod, res)
 	}
 	ext := s.extendedClaimOn(nodeName)
 	allocationOf := make(map[int]*resourceapi.AllocationResult, len(s.toAllocate))
@@ -145,8 +145,11 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			}
 			// A claim deallocated after a failed binding keeps its
 			// finalizer; its note is written again for the new devices.
-			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) || note != "" && claim.Annotations[PlacementAnnotation] != note {
-				claim.Finalizers = append(slices.DeleteFunc(claim.Finalizers, func(f string) bool { return f == resourceapi.Finalizer }), resourceapi.Finalizer)
+			hasFinalizer := slices.Contains(claim.Finalizers, resourceapi.Finalizer)
+			if !hasFinalizer || note != "" && claim.Annotations[PlacementAnnotation] != note {
+				if !hasFinalizer {
+					claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+				}
 				if note != "" {
 					if claim.Annotations == nil {
 						claim.Annotations = map[string]string{}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/pkg/allocator"
 )
 
 // Reserve records the allocation chosen for the node as in flight in the
@@ -43,7 +45,7 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		if cs.GetPodGroupSchedulingCycle() != nil {
 			s.learnInPreBind = true
 		} else {
-			pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+			pl.learn(pod, res)
 		}
 	}
 	logger := klog.FromContext(ctx)
@@ -69,6 +71,12 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 	}
 	return nil
+}
+
+// learn counts the pod's request, with where it may run, in the
+// learned workload.
+func (pl *GPUTopology) learn(pod *v1.Pod, res *allocator.Result) {
+	pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
 }
 
 // reserveShared takes a share of the in-flight allocations of the claims

@@ -97,11 +97,11 @@ func ValidateGPUCliquePlacementArgs(path *field.Path, a *config.GPUCliquePlaceme
 	}
 	seen := map[string]bool{}
 	for i, c := range a.GPUClasses {
-		switch {
+		switch bad := validation.IsDNS1123Subdomain(c); {
 		case c == "":
 			errs = append(errs, field.Required(path.Child("gpuClasses").Index(i), "a DeviceClass name"))
-		case len(validation.IsDNS1123Subdomain(c)) > 0:
-			errs = append(errs, field.Invalid(path.Child("gpuClasses").Index(i), c, "a DeviceClass name: "+validation.IsDNS1123Subdomain(c)[0]))
+		case len(bad) > 0:
+			errs = append(errs, field.Invalid(path.Child("gpuClasses").Index(i), c, "a DeviceClass name: "+bad[0]))
 		case seen[c]:
 			errs = append(errs, field.Duplicate(path.Child("gpuClasses").Index(i), c))
 		}
