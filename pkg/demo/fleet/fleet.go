@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/controlplane"
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 )
 
 // Labels on every demo node.
@@ -61,7 +61,7 @@ func LoadCluster(path string) (Cluster, error) {
 // ParseCluster checks a fleet file's content; errors name the field.
 func ParseCluster(data []byte, source string) (Cluster, error) {
 	var c Cluster
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+	if err := strictyaml.Unmarshal(data, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", source, err)
 	}
 	var errs field.ErrorList

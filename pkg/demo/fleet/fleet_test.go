@@ -20,6 +20,8 @@ func TestParseClusterNamesTheField(t *testing.T) {
 		{"negative memory", "- {name: dgx, count: 1, shape: dgxh100, memory: -1Gi}", `nodes[0].memory: Invalid value: "-1Gi"`},
 		// Node names are <copy>-<name>-<i>, each also a label value.
 		{"name too long with its copy and index", "- {name: " + strings.Repeat("a", 53) + ", count: 1000, shape: dgxh100}", "nodes[0].name: Too long: may not be more than 51 bytes"},
+		{"memory that is no quantity", "- {name: dgx, count: 1, shape: dgxh100, memory: 2 TB}", `nodes[0].memory: Invalid value: "2 TB": quantities must match`},
+		{"misspelt field", "- {name: dgx, count: 1, shape: dgxh100, cpus: 64}", `nodes[0]: unknown field "cpus"`},
 		{"rack of a DGX", "- {name: dgx, count: 2, shape: dgxh100, rack: rack-a}", `nodes[0].rack: Invalid value: "rack-a": only gb200-tray`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

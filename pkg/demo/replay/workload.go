@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 )
 
 // Workload is the workload file.
@@ -105,7 +105,7 @@ func LoadWorkload(path string) (Workload, error) {
 // ParseWorkload checks a workload; errors name the field.
 func ParseWorkload(data []byte, source string) (Workload, error) {
 	var w Workload
-	if err := yaml.UnmarshalStrict(data, &w); err != nil {
+	if err := strictyaml.Unmarshal(data, &w); err != nil {
 		return w, fmt.Errorf("%s: %w", source, err)
 	}
 	var errs field.ErrorList

@@ -27,6 +27,7 @@ pods:
 		// A claim holds at most 32 devices: more was retried forever.
 		{"{class: gpu.nvidia.com, count: 33}", "templates[x].count: Invalid value: 33: must be in 0..32"},
 		{"{class: shared.gpu.nvidia.com, memory: -16Gi}", `templates[x].memory: Invalid value: "-16Gi": must be positive`},
+		{"{class: shared.gpu.nvidia.com, memory: 16 gigs}", `templates[x].memory: Invalid value: "16 gigs": quantities must match`},
 		{"{class: gpu.nvidia.com, selector: 'device.attributes[\"gpu.nvidia.com\"].memory >'}", "templates[x].selector: Invalid value"},
 	} {
 		bad := "steps: 1\ntemplates:\n  x: " + tc.template + "\npods: []\n"

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 )
 
 // Mode is how a GPU is offered.
@@ -141,7 +141,7 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("node agent config: %w", err)
 	}
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+	if err := strictyaml.Unmarshal(data, &c); err != nil {
 		return c, fmt.Errorf("node agent config %s: %w", path, err)
 	}
 	if err := c.Validate(); err != nil {

@@ -33,6 +33,8 @@ func TestLoad(t *testing.T) {
 			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
 		}},
 		{"unknown field", "mode: whole\n", []string{`unknown field "mode"`}, nil},
+		{"bad quantity and duration name their fields", "shared:\n  memoryStep: 1 GiB\nhealth:\n  recoverAfter: 5 min\n  flapThreshhold: 2\n",
+			[]string{`shared.memoryStep: Invalid value: "1 GiB": quantities must match`, `health.recoverAfter: Invalid value: "5 min": time: unknown unit`, `health: unknown field "flapThreshhold"`}, nil},
 		{"bad values", "driverName: GPU_NVIDIA\ndefaultMode: all\ngpus:\n- mode: mig\n- indexes: [-1]\n  mode: whole\nshared:\n  defaultComputePercent: 0\nhealth:\n  recoverAfter: 0s\n",
 			[]string{"driverName", "defaultMode", "gpus[0]", "gpus[1].indexes[0]", "shared.defaultComputePercent", "health.recoverAfter"}, nil},
 	}

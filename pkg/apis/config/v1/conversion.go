@@ -6,10 +6,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/apis/config"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -38,11 +38,7 @@ func decodeStrict(obj runtime.Object, v any, kind string) error {
 	case nil:
 	case *runtime.Unknown:
 		if len(o.Raw) > 0 {
-			raw, err := yaml.YAMLToJSON(o.Raw)
-			if err != nil {
-				return fmt.Errorf("%s: %w", kind, err)
-			}
-			if err := yaml.UnmarshalStrict(raw, v); err != nil {
+			if err := strictyaml.Unmarshal(o.Raw, v); err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
 			}
 		}
@@ -52,7 +48,7 @@ func decodeStrict(obj runtime.Object, v any, kind string) error {
 		if err != nil {
 			return fmt.Errorf("%s: got %T: %w", kind, obj, err)
 		}
-		if err := yaml.UnmarshalStrict(raw, v); err != nil {
+		if err := strictyaml.Unmarshal(raw, v); err != nil {
 			return fmt.Errorf("%s: got %T: %w", kind, obj, err)
 		}
 	}

@@ -52,6 +52,8 @@ func TestDecode(t *testing.T) {
 		}},
 		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("topolgy: {weight: 2}\n")}, wantErr: `unknown field "topolgy"`},
 		{name: "wrong kind", in: &runtime.Unknown{Raw: []byte("kind: Other\n")}, wantErr: "kind: unsupported value"},
+		{name: "bad duration names the field", in: &runtime.Unknown{Raw: []byte("filterTimeout: 10 seconds\n")}, wantErr: `GPUTopologyArgs: filterTimeout: Invalid value: "10 seconds": time: unknown unit`},
+		{name: "nested typo names its object", in: &runtime.Unknown{Raw: []byte("packing: {wieght: 2}\n")}, wantErr: `GPUTopologyArgs: packing: unknown field "wieght"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +124,7 @@ func TestDecodeCliquePlacement(t *testing.T) {
 		{name: "yaml", in: &runtime.Unknown{Raw: []byte("apiVersion: gputopo.io/v1\nkind: GPUCliquePlacementArgs\nmaxPlacements: 2\ngpuClasses: [gb200.example.com]\n")},
 			want: &config.GPUCliquePlacementArgs{MaxPlacements: 2, GPUClasses: []string{"gb200.example.com"}}},
 		{name: "typed", in: &GPUCliquePlacementArgs{MaxPlacements: ptr.To[int32](8)}, want: &config.GPUCliquePlacementArgs{MaxPlacements: 8, GPUClasses: []string{contract.ClassGPU}}},
-		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("maxPlacement: 2\n")}, wantErr: `GPUCliquePlacementArgs: error unmarshaling JSON: while decoding JSON: json: unknown field "maxPlacement"`},
+		{name: "typo is an error naming the field", in: &runtime.Unknown{Raw: []byte("maxPlacement: 2\n")}, wantErr: `GPUCliquePlacementArgs: unknown field "maxPlacement" (known fields: apiVersion, gpuClasses, kind, maxPlacements)`},
 		{name: "wrong kind", in: &runtime.Unknown{Raw: []byte("kind: GPUTopologyArgs\n")}, wantErr: `GPUCliquePlacementArgs: kind: unsupported value "GPUTopologyArgs"`},
 	}
 	for _, tc := range tests {
