@@ -174,7 +174,6 @@ var unusedAllowed = map[string]string{
 	"scheduler patch events.events.k8s.io":                       "the recorder patches an event series when the same event repeats within minutes",
 	"scheduler create resourceclaims.resource.k8s.io":            "both profiles create the claim of a pod asking for a DRA extended resource (KEP-5004)",
 	"scheduler delete resourceclaims.resource.k8s.io":            "both profiles delete a stale DRA extended-resource claim",
-	"scheduler update pods/finalizers":                           "the default-scheduler profile's DRA extended-resource claims are owned by the pod (blockOwnerDeletion)",
 	"scheduler create tokenreviews.authentication.k8s.io":        "delegated authentication of clients of the secure port (/metrics scraped with a token); the test allows /metrics without one",
 	"scheduler create subjectaccessreviews.authorization.k8s.io": "delegated authorization of the secure port (see tokenreviews)",
 	"scheduler delete pods":                                      "preemption deletes victims (kube-scheduler's DefaultPreemption)",

@@ -57,10 +57,13 @@ func newCluster(t *testing.T, restartable bool, apiserverFlags []string) *cluste
 		"--runtime-config=resource.k8s.io/v1=true",
 		// As a real cluster: the Node and RBAC authorizers, and admission
 		// with NodeRestriction (ValidatingAdmissionPolicy and
-		// ServiceAccount are on by default). TaintNodesByCondition is off:
-		// no kubelet ever makes the test's nodes ready again.
+		// ServiceAccount are on by default) and, as hardened clusters
+		// enable it, OwnerReferencesPermissionEnforcement: an owner
+		// reference that blocks deletion would then need the owner's
+		// finalizers, which no product role grants. TaintNodesByCondition
+		// is off: no kubelet ever makes the test's nodes ready again.
 		"--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction",
+		"--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
 		"--disable-admission-plugins=TaintNodesByCondition",
 	}, audit.flags()...), apiserverFlags...)}
 	var caPEM []byte

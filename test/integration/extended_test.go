@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -321,6 +322,44 @@ func TestExtendedResourceParity(t *testing.T) {
 		t.Logf("%s: %+v", tc.name, got["gputopo"])
 	}
 	c.checkNoDoubleBooking()
+	c.checkClaimOwnersDoNotBlock(ns, "ext-"+cases[0].name+"-gputopo")
+}
+
+// checkClaimOwnersDoNotBlock shows why the scheduler's role needs no
+// pods/finalizers: under OwnerReferencesPermissionEnforcement its
+// service account cannot create a claim whose pod owner blocks deletion,
+// and the extended-resource claims both profiles created have none.
+func (c *cluster) checkClaimOwnersDoNotBlock(ns, podName string) {
+	c.t.Helper()
+	pod, err := c.client.CoreV1().Pods(ns).Get(c.ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := clientConfigFromKubeconfig(c.schedulerKubeconfig())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg.UserAgent = probeUserAgent
+	blocking := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "blocking-", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+		Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+	}}}}}
+	_, err = kubernetes.NewForConfigOrDie(cfg).ResourceV1().ResourceClaims(ns).Create(c.ctx, blocking, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		c.t.Errorf("the scheduler created a claim that blocks its pod's deletion: %v, want Forbidden", err)
+	}
+	claims, err := c.client.ResourceV1().ResourceClaims(ns).List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, claim := range claims.Items {
+		for _, o := range claim.OwnerReferences {
+			if ptr.Deref(o.BlockOwnerDeletion, false) {
+				c.t.Errorf("claim %s blocks the deletion of its owner %s", claim.Name, o.Name)
+			}
+		}
+	}
 }
 
 // A claim an earlier attempt left for the pod (the scheduler stopped or
