@@ -39,6 +39,7 @@ var equivalents = []struct {
 	{"defaults", ``, []string{"scheduler", "nodeagent", "kubectl"}},
 	{"second scheduler", `mode: second-scheduler`, []string{"scheduler/second-scheduler", "nodeagent", "kubectl"}},
 	{"pod groups and clique label", "podGroups: {enabled: true}\nnodeAgent: {cliqueLabel: true}", []string{"pod-groups", "nodeagent-clique-label", "kubectl"}},
+	{"mig", "nodeAgent: {config: {gpus: [{product: A100, mode: mig}]}}", []string{"scheduler", "nodeagent-mig", "kubectl"}},
 	{"extended resource", `deviceClasses: {extendedResource: true}`, []string{"scheduler", "scheduler/extended-resource", "nodeagent", "kubectl"}},
 	{"scheduler only", "nodeAgent: {enabled: false}\nviewer: {create: false}", []string{"scheduler"}},
 	{"node agent only", "scheduler: {enabled: false}\ndeviceClasses: {create: false}\nviewer: {create: false}", []string{"nodeagent"}},

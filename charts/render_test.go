@@ -146,6 +146,27 @@ nodeAgent:
 	}
 }
 
+// The node agent gets SYS_ADMIN and the MIG configuration devices only
+// when its config puts a GPU in MIG mode, by default or by a rule.
+func TestNodeAgentPrivilegeFollowsMIG(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		mig    bool
+	}{
+		{values: ``},
+		{values: `nodeAgent: {config: {defaultMode: shared, gpus: [{product: L40S, mode: whole}]}}`},
+		{values: `nodeAgent: {config: {defaultMode: mig}}`, mig: true},
+		{values: `nodeAgent: {config: {gpus: [{product: L40S, mode: shared}, {indexes: [3], mode: mig}]}}`, mig: true},
+	} {
+		y, _ := yaml.Marshal(renderValues(t, "gputopo-system", tc.values)["DaemonSet gputopo-system/gputopo-nodeagent"])
+		for _, want := range []string{"- SYS_ADMIN", "NVIDIA_MIG_CONFIG_DEVICES"} {
+			if got := strings.Contains(string(y), want); got != tc.mig {
+				t.Errorf("values %q: DaemonSet has %s: %v, want %v", tc.values, want, got, tc.mig)
+			}
+		}
+	}
+}
+
 // The images' tag is the release version (../VERSION).
 func TestAppVersionIsTheRelease(t *testing.T) {
 	raw, err := os.ReadFile("../VERSION")

@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ func TestKustomizationsBuild(t *testing.T) {
 		{"pod-groups", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"nodeagent-clique-label", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
+		{"nodeagent-mig", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"kubectl", []string{"ClusterRole", "ServiceAccount", "ClusterRoleBinding"}, 0},
 		{"grafana", []string{"ConfigMap"}, 0},
 		{"examples", []string{"ResourceClaimTemplate"}, 0},
@@ -116,9 +118,9 @@ func TestExtendedResourceOverlay(t *testing.T) {
 	}
 }
 
-// The clique-label overlay's agent configuration is the base's with
-// cliqueLabel on, nothing else.
-func TestCliqueLabelOverlayKeepsBaseConfig(t *testing.T) {
+// The node agent overlays' configurations are the base's with one change
+// each: cliqueLabel on, or the example MIG rule uncommented.
+func TestNodeAgentOverlaysKeepBaseConfig(t *testing.T) {
 	read := func(path string) string {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -133,8 +135,45 @@ func TestCliqueLabelOverlayKeepsBaseConfig(t *testing.T) {
 		return cm.Data["nodeagent.yaml"]
 	}
 	base := read("nodeagent/configmap.yaml")
-	overlay := read("nodeagent-clique-label/configmap.yaml")
-	if want := base + "cliqueLabel: true\n"; overlay != want {
-		t.Errorf("nodeagent-clique-label/configmap.yaml:\n%s\nwant the base's configuration plus cliqueLabel: true:\n%s", overlay, want)
+	const commentedRules = "# gpus:\n# - product: A100\n#   mode: mig\n# - product: L40S\n#   mode: shared\n"
+	if !strings.Contains(base, commentedRules) {
+		t.Fatalf("nodeagent/configmap.yaml no longer holds the example rules:\n%s", base)
+	}
+	for overlay, want := range map[string]string{
+		"nodeagent-clique-label": base + "cliqueLabel: true\n",
+		"nodeagent-mig":          strings.Replace(base, commentedRules, "gpus:\n- product: A100\n  mode: mig\n", 1),
+	} {
+		if got := read(overlay + "/configmap.yaml"); got != want {
+			t.Errorf("%s/configmap.yaml:\n%s\nwant the base's configuration with one change:\n%s", overlay, got, want)
+		}
+	}
+}
+
+// Only the MIG overlay gives the agent a capability, and only SYS_ADMIN.
+func TestNodeAgentCapabilities(t *testing.T) {
+	for dir, want := range map[string][]any{"nodeagent": nil, "nodeagent-clique-label": nil, "nodeagent-mig": {"SYS_ADMIN"}} {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+		if err != nil {
+			t.Fatalf("kustomize build %s: %v", dir, err)
+		}
+		for _, r := range res.Resources() {
+			if r.GetKind() != "DaemonSet" {
+				continue
+			}
+			m, err := r.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			caps := c["securityContext"].(map[string]any)["capabilities"].(map[string]any)
+			got, _ := caps["add"].([]any)
+			if !slices.Equal(got, want) || fmt.Sprint(caps["drop"]) != "[ALL]" {
+				t.Errorf("%s: capabilities %v, want every one dropped and %v added", dir, caps, want)
+			}
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // namespace: each defines it, and both must define it alike, or whichever
 // is applied last silently changes its Pod Security level for the other.
 func TestNamespaceIsTheSameInEveryKustomization(t *testing.T) {
-	dirs := []string{"scheduler", "scheduler/second-scheduler", "pod-groups", "nodeagent", "nodeagent-clique-label", "kubectl", "grafana"}
+	dirs := []string{"scheduler", "scheduler/second-scheduler", "pod-groups", "nodeagent", "nodeagent-clique-label", "nodeagent-mig", "kubectl", "grafana"}
 	type seen struct {
 		dir string
 		obj map[string]any

@@ -110,6 +110,7 @@ func run(ctx context.Context, args []string) error {
 		PluginDir: f.pluginDir, RegistrarDir: f.registrarDir, CDIDir: f.cdiDir, ProbeInterval: f.probe}
 	if f.nvmlSource == "real" {
 		o.PCIeRoot = agent.SysfsPCIeRoot(f.sysRoot)
+		o.CanManageMIG = agent.ProcessCanManageMIG
 	}
 	a, err := agent.Start(ctx, o)
 	if err != nil {

@@ -45,3 +45,13 @@ gputopo replaces it, so that the two are never active at once. */}}
 {{- define "gputopo.leaseName" -}}
 {{- if eq .Values.mode "scheduler" }}kube-scheduler{{ else }}gputopo-scheduler{{ end }}
 {{- end }}
+
+{{/* "true" when the node agent's config puts any GPU in MIG mode: only
+then does the agent get SYS_ADMIN and the MIG configuration devices. */}}
+{{- define "gputopo.nodeAgentMIG" -}}
+{{- $mig := eq (toString .Values.nodeAgent.config.defaultMode) "mig" -}}
+{{- range .Values.nodeAgent.config.gpus -}}
+{{- if eq (toString .mode) "mig" }}{{ $mig = true }}{{ end -}}
+{{- end -}}
+{{- if $mig }}true{{ end -}}
+{{- end -}}

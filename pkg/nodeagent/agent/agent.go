@@ -38,6 +38,10 @@ type Options struct {
 	// PCIeRoot maps a PCI bus ID to its root complex (sysfs on a real
 	// node); nil leaves the attribute out.
 	PCIeRoot func(busID string) (string, error)
+	// CanManageMIG says whether the process may create MIG instances
+	// (ProcessCanManageMIG on a real node); checked only when a GPU is
+	// in MIG mode. Nil: not checked (mock NVML).
+	CanManageMIG func() error
 	// PluginDir is the kubelet plugin's data directory (its DRA socket,
 	// the checkpoint, and AckDir, where operators acknowledge a GPU's
 	// recovery from a fatal Xid); RegistrarDir the kubelet's plugin
@@ -87,6 +91,9 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	}
 	layout, err := resources.NewLayout(o.NodeName, gpus, o.Config)
 	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	if err := checkMIGPrivilege(layout, o.CanManageMIG); err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	preparer, err := prepare.New(o.NVML, layout, prepare.Options{
@@ -260,4 +267,22 @@ func (a *Agent) healthReport() kubeletplugin.DeviceHealthReport {
 		r.Devices = append(r.Devices, h)
 	}
 	return r
+}
+
+// checkMIGPrivilege stops an agent that has GPUs in MIG mode but may not
+// create MIG instances, naming the first such GPU.
+func checkMIGPrivilege(l *resources.Layout, canManage func() error) error {
+	if canManage == nil {
+		return nil
+	}
+	for _, d := range l.Devices {
+		if d.Mode != config.MIG {
+			continue
+		}
+		if err := canManage(); err != nil {
+			return fmt.Errorf("GPU %d (%s) is configured for mode %q: %w", d.GPU.Index, d.GPU.Product, config.MIG, err)
+		}
+		return nil
+	}
+	return nil
 }

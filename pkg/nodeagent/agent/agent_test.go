@@ -201,3 +201,44 @@ func TestKubeletPluginOverItsSockets(t *testing.T) {
 		t.Errorf("Err after a fatal error: %v", err)
 	}
 }
+
+// An agent with GPUs in MIG mode stops at start, naming the GPU, when it
+// may not create MIG instances; without MIG the capability is not needed.
+func TestStartChecksMIGPrivilegeOnlyForMIG(t *testing.T) {
+	denied := errors.New("no SYS_ADMIN")
+	for _, tc := range []struct {
+		mode    config.Mode
+		wantErr string
+	}{
+		{mode: config.MIG, wantErr: `GPU 0 (NVIDIA H100 80GB HBM3) is configured for mode "mig": no SYS_ADMIN`},
+		{mode: config.Whole},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: tc.mode == config.MIG})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Default()
+			cfg.DefaultMode = tc.mode
+			dir := t.TempDir()
+			a, err := agent.Start(ctx, agent.Options{
+				NodeName: "node-1", Config: cfg, NVML: lib, KubeClient: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}),
+				PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+				CanManageMIG: func() error { return denied },
+			})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Stop()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, denied) {
+				a.Stop()
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
