@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,18 +53,26 @@ type Options struct {
 	CDIDir string
 	// ProbeInterval of the health monitor; 0 = its default.
 	ProbeInterval time.Duration
+	// FabricPollInterval: how often the clique of a GPU whose NVLink
+	// fabric is still being set up is read again; 0 = 10s.
+	FabricPollInterval time.Duration
 }
 
 // Agent runs on one node.
 type Agent struct {
-	opts     Options
-	layout   *resources.Layout
-	preparer *prepare.Preparer
-	monitor  *health.Monitor
-	helper   *kubeletplugin.Helper
-	cancel   context.CancelCauseFunc
-	done     <-chan struct{}
-	wg       sync.WaitGroup
+	opts Options
+	// publishMu serializes publishing, and guards the GPUs' cliques
+	// (read when publishing, written by awaitCliques). The layout's
+	// devices point into gpus.
+	publishMu sync.Mutex
+	gpus      []discovery.GPU
+	layout    *resources.Layout
+	preparer  *prepare.Preparer
+	monitor   *health.Monitor
+	helper    *kubeletplugin.Helper
+	cancel    context.CancelCauseFunc
+	done      <-chan struct{}
+	wg        sync.WaitGroup
 
 	mu      sync.Mutex
 	healthy chan struct{} // closed and replaced when taints change
@@ -106,7 +115,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		uuids[i] = g.UUID
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	a := &Agent{opts: o, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
+	a := &Agent{opts: o, gpus: gpus, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
 		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir)})}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
@@ -130,6 +139,14 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			// The slices are out; the node is only missing its label.
 			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
 		}
+	}
+	if slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending }) {
+		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.awaitCliques(ctx)
+		}()
 	}
 	a.wg.Add(2)
 	go func() {
@@ -177,6 +194,8 @@ func (a *Agent) Stop() {
 }
 
 func (a *Agent) publish(ctx context.Context) error {
+	a.publishMu.Lock()
+	defer a.publishMu.Unlock()
 	if err := a.helper.PublishResources(ctx, a.layout.Resources(a.monitor.Taints())); err != nil {
 		return fmt.Errorf("node agent: publish ResourceSlices: %w", err)
 	}

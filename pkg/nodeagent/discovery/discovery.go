@@ -46,6 +46,10 @@ type GPU struct {
 	// CliqueID is the multi-node NVLink clique (GB200 NVL72 and the
 	// like) as "<fabric cluster UUID>.<clique id>", empty without one.
 	CliqueID string
+	// CliquePending: the GPU's NVLink fabric was still being set up when
+	// it was read (the fabric manager starts with the node), so its
+	// clique is not known yet; ReadClique reads it again.
+	CliquePending bool
 	// remotes are the PCI bus IDs at the far end of each link.
 	remotes []string
 	// MIGEnabled tells whether MIG mode is on; MIGProfiles lists the
@@ -163,7 +167,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		g.NUMANode = n
 	}
 	nvlinks(d, &g)
-	g.CliqueID = clique(d)
+	g.CliqueID, g.CliquePending = ReadClique(d)
 	if err := migProfiles(d, &g); err != nil {
 		return GPU{}, fmt.Errorf("device %d: %w", i, err)
 	}
@@ -219,21 +223,30 @@ func linkGBps(version nvml.NvlinkVersion) int64 {
 	return 50
 }
 
-// clique reads the GPU's multi-node NVLink fabric clique. The versioned
-// GetGpuFabricInfoV handler calls the C library directly, so the v1 call
-// (same cluster UUID and clique ID) is used to keep mocks and hardware on
-// one path.
-func clique(d nvml.Device) string {
+// ReadClique reads the GPU's multi-node NVLink fabric clique, and whether
+// the fabric is still being set up (not started or in progress), when
+// the clique may appear later. A fabric set up with an error, or none,
+// has no clique and none pending. The versioned GetGpuFabricInfoV
+// handler calls the C library directly, so the v1 call (same cluster
+// UUID and clique ID) is used to keep mocks and hardware on one path.
+func ReadClique(d nvml.Device) (id string, pending bool) {
 	info, ret := d.GetGpuFabricInfo()
-	if ret != nvml.SUCCESS || info.State != nvml.GPU_FABRIC_STATE_COMPLETED || nvml.Return(info.Status) != nvml.SUCCESS {
-		return ""
+	if ret != nvml.SUCCESS {
+		return "", false
+	}
+	switch info.State {
+	case nvml.GPU_FABRIC_STATE_NOT_STARTED, nvml.GPU_FABRIC_STATE_IN_PROGRESS:
+		return "", true
+	case nvml.GPU_FABRIC_STATE_COMPLETED:
+	default:
+		return "", false
 	}
 	var zero [16]uint8
-	if info.ClusterUuid == zero {
-		return ""
+	if nvml.Return(info.Status) != nvml.SUCCESS || info.ClusterUuid == zero {
+		return "", false
 	}
 	u := info.ClusterUuid
-	return fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], info.CliqueId)
+	return fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], info.CliqueId), false
 }
 
 // linkPeers fills NVLinkPeers from NVML's NVLink peer-to-peer status and

@@ -57,12 +57,16 @@ type Options struct {
 	Rack string
 	// MIG turns MIG mode on for every GPU that supports it.
 	MIG bool
+	// FabricPending starts a GB200 tray with its NVLink fabric still
+	// being set up (no clique yet), until CompleteFabric.
+	FabricPending bool
 }
 
 // Server is a go-nvml mock server with events that tests can inject.
 type Server struct {
 	*server.Server
 	events *events
+	fabric *fabric // nil: no multi-node NVLink
 }
 
 // New returns a mock NVML for the shape.
@@ -99,10 +103,11 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 			rack = "rack-0"
 		}
 		t.fabric = &fabric{cluster: seededUUID("cluster/" + rack), clique: 1}
+		t.fabric.pending.Store(o.FabricPending)
 	default:
 		return nil, fmt.Errorf("unknown mock shape %q (want one of %v)", shape, Shapes)
 	}
-	m := &Server{Server: s, events: newEvents(s)}
+	m := &Server{Server: s, events: newEvents(s), fabric: t.fabric}
 	if o.Name != "" {
 		for i, d := range s.Devices {
 			d.(*server.Device).UUID = "GPU-" + formatUUID(seededUUID(fmt.Sprintf("%s/%d", o.Name, i)))
@@ -117,6 +122,14 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 		}
 	}
 	return m, nil
+}
+
+// CompleteFabric finishes setting up the NVLink fabric of a tray started
+// with FabricPending: NVML now reports its clique.
+func (s *Server) CompleteFabric() {
+	if s.fabric != nil {
+		s.fabric.pending.Store(false)
+	}
 }
 
 // ParseShape checks a shape name.

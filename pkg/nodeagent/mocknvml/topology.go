@@ -2,6 +2,7 @@ package mocknvml
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
@@ -24,6 +25,10 @@ const nvswitchPCIDeviceID = 0x22a310de
 type fabric struct {
 	cluster [16]byte
 	clique  uint32
+	// pending: the fabric manager has not finished setting the fabric
+	// up (a tray booting), so NVML reports it in progress, without a
+	// clique.
+	pending atomic.Bool
 }
 
 // nvswitch: every GPU reaches every other through NVSwitch; GPUs 0-3 on
@@ -107,6 +112,9 @@ func (t topology) wire(s *server.Server) {
 		dev.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) {
 			if t.fabric == nil {
 				return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_NOT_SUPPORTED}, nvml.ERROR_NOT_SUPPORTED
+			}
+			if t.fabric.pending.Load() {
+				return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_IN_PROGRESS, Status: uint32(nvml.ERROR_UNKNOWN)}, nvml.SUCCESS
 			}
 			return nvml.GpuFabricInfo{ClusterUuid: t.fabric.cluster, CliqueId: t.fabric.clique,
 				State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.SUCCESS)}, nvml.SUCCESS

@@ -1,0 +1,100 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/mocknvml"
+)
+
+// A GB200 tray whose NVLink fabric is still being set up when the agent
+// starts publishes its GPUs without a clique, then, once the fabric
+// manager is done, with it, and labels the node, without a restart.
+func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lib, err := mocknvml.NewWith(mocknvml.GB200Tray, mocknvml.Options{Name: "tray-1", Rack: "rack-a", FabricPending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
+	cfg := config.Default()
+	cfg.CliqueLabel = true
+	dir := t.TempDir()
+	a, err := agent.Start(ctx, agent.Options{
+		NodeName: "tray-1", Config: cfg, NVML: lib, KubeClient: client,
+		PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		FabricPollInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+
+	// cliques are the cliqueID attributes of the published GPUs, "" for a
+	// GPU without one; nil until the slices are out.
+	cliques := func() []string {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range list.Items {
+			for _, d := range s.Spec.Devices {
+				out = append(out, cliqueOf(d))
+			}
+		}
+		return out
+	}
+	waitFor(t, "the GPUs published without a clique", func() bool {
+		got := cliques()
+		return len(got) == 4 && got[0] == "" && got[3] == ""
+	})
+	time.Sleep(50 * time.Millisecond) // several polls while the fabric is pending
+	if got := cliques(); got[0] != "" {
+		t.Fatalf("clique %q published while the fabric is being set up", got[0])
+	}
+
+	lib.CompleteFabric()
+	waitFor(t, "every GPU published in the rack's clique", func() bool {
+		got := cliques()
+		for _, c := range got {
+			if c == "" || c != got[0] {
+				return false
+			}
+		}
+		return len(got) == 4
+	})
+	waitFor(t, "the node labelled with the clique", func() bool {
+		node, err := client.CoreV1().Nodes().Get(ctx, "tray-1", metav1.GetOptions{})
+		return err == nil && node.Labels[contract.LabelClique] == cliques()[0]
+	})
+}
+
+func cliqueOf(d resourceapi.Device) string {
+	if v, ok := d.Attributes[contract.AttrCliqueID]; ok && v.StringValue != nil {
+		return *v.StringValue
+	}
+	return ""
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
