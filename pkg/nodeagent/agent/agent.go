@@ -110,6 +110,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
+	withholdForeignInstances(logger, layout, preparer, gpus)
 	uuids := make([]string, len(gpus))
 	for i, g := range gpus {
 		uuids[i] = g.UUID

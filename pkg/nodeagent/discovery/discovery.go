@@ -56,6 +56,9 @@ type GPU struct {
 	// GPU instance profiles and their placements when it is.
 	MIGEnabled  bool
 	MIGProfiles []MIGProfile
+	// MIGInstances are the GPU instances that exist on the GPU when it
+	// is read, made by the agent or by anyone else, sorted by placement.
+	MIGInstances []MIGInstance
 	// MIGPending: MIG mode was changed and takes effect at the GPU's next
 	// reset (or the node's reboot).
 	MIGPending bool
@@ -170,6 +173,12 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	g.CliqueID, g.CliquePending = ReadClique(d)
 	if err := migProfiles(d, &g); err != nil {
 		return GPU{}, fmt.Errorf("device %d: %w", i, err)
+	}
+	if g.MIGEnabled {
+		var err error
+		if g.MIGInstances, err = migInstances(d); err != nil {
+			opts.problem(i, fmt.Errorf("device %d: existing MIG instances not listed: %w", i, err))
+		}
 	}
 	return g, nil
 }

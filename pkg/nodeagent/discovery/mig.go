@@ -30,6 +30,17 @@ type Placement struct {
 	Start, Size int
 }
 
+// Overlaps tells whether two placements share a memory slice.
+func (p Placement) Overlaps(o Placement) bool {
+	return p.Start < o.Start+o.Size && o.Start < p.Start+p.Size
+}
+
+// MIGInstance is a GPU instance that exists: NVML's ID and where it sits.
+type MIGInstance struct {
+	ID int
+	Placement
+}
+
 // publishedProfiles are the GPU instance profiles the agent publishes:
 // the plain ones and the double-memory 1g. Media-extension variants
 // (+me) are left out: they compete for the GPU's single set of media
@@ -94,6 +105,31 @@ func migProfiles(d nvml.Device, g *GPU) error {
 		g.MIGProfiles = append(g.MIGProfiles, p)
 	}
 	return nil
+}
+
+// migInstances lists the GPU instances of every profile (the agent
+// publishes only some profiles, but an instance of any holds its slices).
+func migInstances(d nvml.Device) ([]MIGInstance, error) {
+	var out []MIGInstance
+	for id := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+		info, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != nvml.SUCCESS {
+			continue // a profile this GPU does not have
+		}
+		gis, ret := d.GetGpuInstances(&info)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("GPU instances of profile %d: %s", id, nvml.ErrorString(ret))
+		}
+		for _, gi := range gis {
+			gInfo, ret := gi.GetInfo()
+			if ret != nvml.SUCCESS {
+				return nil, fmt.Errorf("GPU instance info: %s", nvml.ErrorString(ret))
+			}
+			out = append(out, MIGInstance{ID: int(gInfo.Id), Placement: Placement{Start: int(gInfo.Placement.Start), Size: int(gInfo.Placement.Size)}})
+		}
+	}
+	slices.SortFunc(out, func(a, b MIGInstance) int { return a.Start - b.Start })
+	return out, nil
 }
 
 // profileGB is the memory figure in a MIG profile's name, as NVIDIA's

@@ -60,6 +60,11 @@ type MIGInstance struct {
 	GI      uint32 `json:"gi"`
 	CI      uint32 `json:"ci"`
 	Created bool   `json:"created"`
+	// Creating is recorded before the agent asks NVML for the instance:
+	// after a crash, an instance found at the placement may be the one
+	// it was creating and is adopted. Without it, an instance there was
+	// made by someone else and is never adopted.
+	Creating bool `json:"creating,omitempty"`
 	// Identity is what NVML said about the GPU instance when it was
 	// created; nil in checkpoints of agents that did not record it.
 	Identity *GIIdentity `json:"identity,omitempty"`

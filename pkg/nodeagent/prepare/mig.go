@@ -11,10 +11,13 @@ import (
 )
 
 // createMIG creates the GPU instance at the placement and a compute
-// instance spanning it, recording their IDs in m. An instance an
-// interrupted prepare already created at that placement (recorded by
-// intent in the checkpoint) is adopted instead of created twice.
-func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
+// instance spanning it, recording their IDs in m. Before asking NVML it
+// sets m.Creating and records it (record saves the checkpoint). An
+// instance found at the placement while m.Creating is set is the one an
+// interrupted prepare made, and is taken instead of created twice;
+// otherwise it was made by someone else, and the placement is refused
+// rather than shared with its workload.
+func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func() error) error {
 	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
@@ -27,7 +30,15 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
 	if err != nil {
 		return err
 	}
+	if gi != nil && !m.Creating {
+		giInfo, _ := gi.GetInfo()
+		return fmt.Errorf("MIG placement %s at slice %d of GPU %s is held by GPU instance %d, which the agent did not create", dev.MIG.Name, m.Start, m.ParentUUID, giInfo.Id)
+	}
 	if gi == nil {
+		m.Creating = true
+		if err := record(); err != nil {
+			return err
+		}
 		placement := nvml.GpuInstancePlacement{Start: uint32(m.Start), Size: uint32(dev.Placement.Size)}
 		var ret nvml.Return
 		gi, ret = gpu.CreateGpuInstanceWithPlacement(&info, &placement)
@@ -57,7 +68,7 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance) error {
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("compute instance info: %s", nvml.ErrorString(ret))
 	}
-	m.GI, m.CI, m.Created, m.Identity = giInfo.Id, cInfo.Id, true, identityOf(giInfo)
+	m.GI, m.CI, m.Created, m.Creating, m.Identity = giInfo.Id, cInfo.Id, true, false, identityOf(giInfo)
 	return nil
 }
 
@@ -95,7 +106,7 @@ func (p *Preparer) forgetGoneInstances(ctx context.Context, c Claim) bool {
 		}
 		if gi, err := recordedGI(ctx, gpu, m); err == nil && gi == nil {
 			klog.FromContext(ctx).Info("MIG instance of a prepared claim is gone (reboot or GPU reset): creating it again", "claim", claimRef(c), "device", d.Device, "gi", m.GI)
-			m.GI, m.CI, m.Created, m.Identity = 0, 0, false, nil
+			m.GI, m.CI, m.Created, m.Creating, m.Identity = 0, 0, false, false, nil
 			gone = true
 		}
 	}
@@ -148,9 +159,12 @@ func (p *Preparer) destroyMIG(ctx context.Context, m *MIGInstance) error {
 // another one there means m's instance was destroyed (outside the agent,
 // by a GPU reset) and its ID went to an instance someone else uses.
 func recordedGI(ctx context.Context, gpu nvml.Device, m *MIGInstance) (nvml.GpuInstance, error) {
+	if !m.Created && !m.Creating {
+		return nil, nil // never asked for: an instance there is someone else's
+	}
 	if !m.Created || m.Identity == nil {
-		// Intent recorded, creation interrupted (or no identity recorded):
-		// the instance of the recorded profile at the recorded placement.
+		// Creation interrupted (or no identity recorded): the instance
+		// of the recorded profile at the recorded placement.
 		info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
 		if instancesGone(ret) {
 			return nil, nil

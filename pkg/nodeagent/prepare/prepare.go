@@ -126,7 +126,7 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 			continue
 		}
 		dev, _ := p.layout.Device(d.Device)
-		if err := p.createMIG(dev, d.MIG); err != nil {
+		if err := p.createMIG(dev, d.MIG, func() error { return p.save(c) }); err != nil {
 			return nil, fmt.Errorf("claim %s: device %s: %w", claimRef(c), d.Device, err)
 		}
 		if err := p.save(c); err != nil {
@@ -307,6 +307,21 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", claimRef(c))
 	return nil
+}
+
+// Owns tells whether a claim in the checkpoint holds, or was creating,
+// the GPU instance at slice start of GPU uuid.
+func (p *Preparer) Owns(uuid string, start int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.claims {
+		for _, d := range c.Devices {
+			if m := d.MIG; m != nil && m.ParentUUID == uuid && m.Start == start && (m.Created || m.Creating) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // save records the claim's state in the checkpoint.

@@ -263,6 +263,33 @@ func TestPrepareResumesAfterCrash(t *testing.T) {
 	}
 }
 
+// An instance someone else made at the placement (NVIDIA's mig-manager,
+// an operator's nvidia-smi) is never adopted: its workload would share
+// the partition, and the claim's unprepare would destroy it.
+func TestPrepareRefusesAnInstanceMadeByOthers(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	dev := n.lib.Devices[5].(*server.Device)
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 3, Size: 1}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	_, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj())
+	if err == nil || !strings.Contains(err.Error(), "is held by GPU instance 0, which the agent did not create") {
+		t.Fatalf("prepare on another's instance: %v, want it refused", err)
+	}
+	// Retried by the kubelet: still refused, the instance left alone.
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj()); err == nil {
+		t.Error("retried prepare adopted the instance")
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(5) != 1 {
+		t.Errorf("unprepare: %v, %d instances, want the other's one left", err, n.gpuInstances(5))
+	}
+}
+
 func TestSharesGetTheirLimits(t *testing.T) {
 	n := newNode(t, config.Shared)
 	devs, err := n.p.Prepare(context.Background(), claim("a").share("gpu-0", "16Gi").obj())

@@ -31,12 +31,15 @@ type Layout struct {
 	// CounterSets of MIG GPUs, by GPU index.
 	counterSet map[int]string
 	byName     map[string]int
-	cfg        config.Config
+	// withheld devices are known by name (claims on them still prepare
+	// and unprepare) but not published.
+	withheld map[string]bool
+	cfg      config.Config
 }
 
 // NewLayout decides the devices of the node's GPUs under cfg.
 func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, error) {
-	l := &Layout{Driver: cfg.DriverName, Node: node, counterSet: map[int]string{}, byName: map[string]int{}, cfg: cfg}
+	l := &Layout{Driver: cfg.DriverName, Node: node, counterSet: map[int]string{}, byName: map[string]int{}, withheld: map[string]bool{}, cfg: cfg}
 	for i := range gpus {
 		g := &gpus[i]
 		mode := cfg.ModeOf(g.Index, g.Product)
@@ -93,6 +96,22 @@ func (l *Layout) Device(name string) (Device, bool) {
 		return Device{}, false
 	}
 	return l.Devices[i], true
+}
+
+// Withhold leaves out of the published devices the MIG partitions of
+// GPU index whose slices overlap p, and the whole GPU: an existing GPU
+// instance there that the agent did not create holds those slices. It
+// returns the names withheld.
+func (l *Layout) Withhold(index int, p discovery.Placement) []string {
+	var names []string
+	for _, d := range l.Devices {
+		if d.GPU.Index != index || d.Mode != config.MIG || (d.MIG != nil && !d.Placement.Overlaps(p)) || l.withheld[d.Name] {
+			continue
+		}
+		l.withheld[d.Name] = true
+		names = append(names, d.Name)
+	}
+	return names
 }
 
 // Pool is the name of the node's pool: the node name.

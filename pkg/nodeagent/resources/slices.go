@@ -52,7 +52,9 @@ func (l *Layout) Resources(taints map[string]Taint) resourceslice.DriverResource
 	}
 	var devices []resourceapi.Device
 	for _, d := range l.Devices {
-		devices = append(devices, l.apiDevice(d, taints[d.GPU.UUID]))
+		if !l.withheld[d.Name] {
+			devices = append(devices, l.apiDevice(d, taints[d.GPU.UUID]))
+		}
 	}
 	for len(devices) > 0 {
 		n := min(len(devices), maxDevicesPerSlice)
