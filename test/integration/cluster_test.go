@@ -36,6 +36,14 @@ type cluster struct {
 	agentConfigs map[string]*rest.Config
 }
 
+// ownerReferencesEnforced adds the admission plugin that hardened
+// clusters (OpenShift, for one) enable: changing an object's owners needs
+// delete on it, and an owner that blocks deletion needs update on the
+// owner's finalizers. It is off by default, as in kubeadm's clusters; on,
+// it would refuse some probes before the product's admission policies
+// see them.
+const ownerReferencesEnforced = "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"
+
 func startCluster(t *testing.T, apiserverFlags ...string) *cluster {
 	t.Helper()
 	return newCluster(t, false, apiserverFlags)
@@ -57,13 +65,10 @@ func newCluster(t *testing.T, restartable bool, apiserverFlags []string) *cluste
 		"--runtime-config=resource.k8s.io/v1=true",
 		// As a real cluster: the Node and RBAC authorizers, and admission
 		// with NodeRestriction (ValidatingAdmissionPolicy and
-		// ServiceAccount are on by default) and, as hardened clusters
-		// enable it, OwnerReferencesPermissionEnforcement: an owner
-		// reference that blocks deletion would then need the owner's
-		// finalizers, which no product role grants. TaintNodesByCondition
-		// is off: no kubelet ever makes the test's nodes ready again.
+		// ServiceAccount are on by default). TaintNodesByCondition is off:
+		// no kubelet ever makes the test's nodes ready again.
 		"--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
+		"--enable-admission-plugins=NodeRestriction",
 		"--disable-admission-plugins=TaintNodesByCondition",
 	}, audit.flags()...), apiserverFlags...)}
 	var caPEM []byte

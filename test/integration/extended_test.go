@@ -262,7 +262,7 @@ var extCases = []extCase{
 // upstream defines no order (which GPUs), gputopo's must be the best
 // link class.
 func TestExtendedResourceParity(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, ownerReferencesEnforced)
 	c.extendedResourceClasses()
 	const ns = "default"
 	c.create(gpuTemplate(ns, "ext-one-gpu", "gpu.nvidia.com", 1))
