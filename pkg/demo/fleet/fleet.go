@@ -58,6 +58,10 @@ func LoadCluster(path string) (Cluster, error) {
 	return ParseCluster(data, path)
 }
 
+// MaxNodes bounds a fleet file's nodes (each copy holds them all): every
+// node's agent runs inside the demo's process.
+const MaxNodes = 2000
+
 // ParseCluster checks a fleet file's content; errors name the field.
 func ParseCluster(data []byte, source string) (Cluster, error) {
 	var c Cluster
@@ -69,8 +73,10 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 		errs = append(errs, field.Required(field.NewPath("nodes"), "at least one node group"))
 	}
 	seen := map[string]bool{}
+	total := 0
 	for i, g := range c.Nodes {
 		p := field.NewPath("nodes").Index(i)
+		total += max(g.Count, 0)
 		// Node names are <copy>-<name>-<i>, and also the node's
 		// kubernetes.io/hostname label: each must be a DNS label.
 		for _, msg := range validation.IsDNS1123Label(g.Name) {
@@ -89,8 +95,8 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 		if g.Memory.Sign() < 0 {
 			errs = append(errs, field.Invalid(p.Child("memory"), g.Memory.String(), "must not be negative"))
 		}
-		if g.Count < 1 {
-			errs = append(errs, field.Invalid(p.Child("count"), g.Count, "must be at least 1"))
+		if g.Count < 1 || g.Count > MaxNodes {
+			errs = append(errs, field.Invalid(p.Child("count"), g.Count, fmt.Sprintf("must be in 1..%d", MaxNodes)))
 		}
 		if _, err := mocknvml.ParseShape(string(g.Shape)); err != nil {
 			errs = append(errs, field.NotSupported(p.Child("shape"), g.Shape, shapeNames()))
@@ -103,6 +109,9 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 		default:
 			errs = append(errs, field.NotSupported(p.Child("mode"), g.Mode, []config.Mode{config.Whole, config.MIG, config.Shared}))
 		}
+	}
+	if total > MaxNodes {
+		errs = append(errs, field.Invalid(field.NewPath("nodes"), total, fmt.Sprintf("%d nodes in all; at most %d: the demo runs a node agent per node inside its own process", total, MaxNodes)))
 	}
 	if err := errs.ToAggregate(); err != nil {
 		return c, fmt.Errorf("%s: %w", source, err)

@@ -14,6 +14,8 @@ func TestParseClusterNamesTheField(t *testing.T) {
 		{"name twice", "- {name: dgx, count: 1, shape: dgxh100}\n- {name: dgx, count: 2, shape: dgxa100}", `nodes[1].name: Duplicate value: "dgx"`},
 		{"no nodes", "", "nodes: Required value"},
 		{"count", "- {name: dgx, count: 0, shape: dgxh100}", "nodes[0].count: Invalid value: 0"},
+		{"count too large", "- {name: dgx, count: 1000000000, shape: dgxh100}", "nodes[0].count: Invalid value: 1000000000: must be in 1..2000"},
+		{"too many nodes in all", "- {name: dgx, count: 1500, shape: dgxh100}\n- {name: pairs, count: 1500, shape: pcie-pairs}", "nodes: Invalid value: 3000: 3000 nodes in all; at most 2000"},
 		{"shape", "- {name: dgx, count: 1, shape: dgx9}", `nodes[0].shape: Unsupported value: "dgx9"`},
 		{"mode", "- {name: dgx, count: 1, shape: dgxh100, mode: half}", `nodes[0].mode: Unsupported value: "half"`},
 		{"negative cpu", `- {name: dgx, count: 1, shape: dgxh100, cpu: "-4"}`, `nodes[0].cpu: Invalid value: "-4": must not be negative`},

@@ -102,6 +102,14 @@ func LoadWorkload(path string) (Workload, error) {
 	return ParseWorkload(data, path)
 }
 
+// Bounds of a workload file: the replay submits every pod through the
+// API server and waits for each step's decisions, so a mistyped count
+// would run for days instead of failing.
+const (
+	MaxSteps = 1000
+	MaxPods  = 20000
+)
+
 // ParseWorkload checks a workload; errors name the field.
 func ParseWorkload(data []byte, source string) (Workload, error) {
 	var w Workload
@@ -109,8 +117,8 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		return w, fmt.Errorf("%s: %w", source, err)
 	}
 	var errs field.ErrorList
-	if w.Steps < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("steps"), w.Steps, "must be at least 1"))
+	if w.Steps < 1 || w.Steps > MaxSteps {
+		errs = append(errs, field.Invalid(field.NewPath("steps"), w.Steps, fmt.Sprintf("must be in 1..%d", MaxSteps)))
 	}
 	for name, t := range w.Templates {
 		p := field.NewPath("templates").Key(name)
@@ -150,8 +158,10 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		}
 	}
 	seen := map[string]bool{}
+	total := 0
 	for i, g := range w.Pods {
 		p := field.NewPath("pods").Index(i)
+		total += max(g.Count, 0)
 		if g.Name == "" || seen[g.Name] {
 			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "must be set and unique"))
 		} else {
@@ -164,8 +174,8 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		if _, ok := w.Templates[g.Template]; !ok {
 			errs = append(errs, field.NotFound(p.Child("template"), g.Template))
 		}
-		if g.Count < 1 {
-			errs = append(errs, field.Invalid(p.Child("count"), g.Count, "must be at least 1"))
+		if g.Count < 1 || g.Count > MaxPods {
+			errs = append(errs, field.Invalid(p.Child("count"), g.Count, fmt.Sprintf("must be in 1..%d", MaxPods)))
 		}
 		if g.Arrive < 0 || g.Arrive >= w.Steps {
 			errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", w.Steps-1)))
@@ -187,6 +197,9 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 				}
 			}
 		}
+	}
+	if total > MaxPods {
+		errs = append(errs, field.Invalid(field.NewPath("pods"), total, fmt.Sprintf("%d pods in all; at most %d", total, MaxPods)))
 	}
 	if err := errs.ToAggregate(); err != nil {
 		return w, fmt.Errorf("%s: %w", source, err)

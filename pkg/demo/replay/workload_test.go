@@ -97,6 +97,16 @@ func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 			t.Errorf("%s / %s: error %v, want one containing %q", tc.template, tc.pod, err, tc.want)
 		}
 	}
+	// Mistyped sizes fail at once instead of running for days.
+	for body, want := range map[string]string{
+		"steps: 1000000\ntemplates: {}\npods: []\n": "steps: Invalid value: 1000000: must be in 1..1000",
+		"steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 100000, arrive: 0}\n":                                                   "pods[0].count: Invalid value: 100000: must be in 1..20000",
+		"steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 15000, arrive: 0}\n- {name: b, template: x, count: 15000, arrive: 1}\n": "pods: Invalid value: 30000: 30000 pods in all; at most 20000",
+	} {
+		if _, err := ParseWorkload([]byte(body), "bad.yaml"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one containing %q", body, err, want)
+		}
+	}
 	ok := "steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 1, arrive: 0, leave: 1}\n"
 	if _, err := ParseWorkload([]byte(ok), "ok.yaml"); err != nil {
 		t.Errorf("leave at the last step: %v", err)
