@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 type limits struct {
@@ -112,3 +113,6 @@ func TestUnmarshalFillsTheValue(t *testing.T) {
 		t.Errorf("decoded %+v", got)
 	}
 }
+
+// strictUnmarshal is the decoder Unmarshal wraps, for comparison.
+func strictUnmarshal(data []byte, v any) error { return yaml.UnmarshalStrict(data, v) }
