@@ -42,7 +42,9 @@ func Unmarshal(data []byte, v any) error {
 // parseTree reads data as untyped JSON values, numbers kept as written
 // so that a large integer is judged as the file has it.
 func parseTree(data []byte) (any, bool) {
-	j, err := yaml.YAMLToJSON(data)
+	// Strict, as UnmarshalStrict is: a duplicate key is left to the
+	// decoder's own error.
+	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, false
 	}
@@ -75,7 +77,7 @@ func locate(p *field.Path, node any, t reflect.Type) []error {
 	case reflect.Struct:
 		return locateStruct(p, node, t)
 	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
 			return decodeLeaf(p, node, t) // []byte is a base64 string
 		}
 		items, ok := node.([]any)
@@ -127,20 +129,23 @@ func locateStruct(p *field.Path, node any, t reflect.Type) []error {
 }
 
 // jsonFields maps the JSON names of t's fields to their types, with the
-// fields of embedded structs (anonymous, or tagged inline) promoted.
+// fields of embedded structs promoted as encoding/json promotes them
+// (anonymous and untagged: metav1.TypeMeta's `json:",inline"` is for
+// other encoders; encoding/json sees an empty name).
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" && opts == "" {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
 			continue
 		}
+		name, _, _ := strings.Cut(tag, ",")
 		ft := f.Type
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if name == "" && ft.Kind() == reflect.Struct && (f.Anonymous || strings.Contains(opts, "inline")) {
+		if name == "" && ft.Kind() == reflect.Struct && f.Anonymous {
 			for n, typ := range jsonFields(ft) {
 				if _, shadowed := fields[n]; !shadowed {
 					fields[n] = typ
@@ -217,7 +222,12 @@ func leafMessage(t reflect.Type, err error) string {
 		return "must be a number"
 	case reflect.String:
 		return "must be a string"
-	case reflect.Slice, reflect.Array:
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "must be base64: " + trimDecoderPrefix(err.Error())
+		}
+		return "must be a list"
+	case reflect.Array:
 		return "must be a list"
 	case reflect.Map:
 		return "must be an object"

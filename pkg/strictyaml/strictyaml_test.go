@@ -27,6 +27,11 @@ type file struct {
 	Items           []item          `json:"items"`
 	Named           map[string]item `json:"named,omitempty"`
 	Extra           any             `json:"extra,omitempty"`
+	// Not promoted: encoding/json ignores "inline" on a named field.
+	Nested limits  `json:",inline"`
+	Skip   string  `json:"-"`
+	Blob   []byte  `json:"blob,omitempty"`
+	Fixed  [2]byte `json:"fixed,omitempty"`
 }
 
 func TestUnmarshal(t *testing.T) {
@@ -51,7 +56,7 @@ func TestUnmarshal(t *testing.T) {
 		},
 		"unknown top-level field": {
 			in:   "itmes: []",
-			want: []string{`unknown field "itmes" (known fields: apiVersion, extra, items, kind, named)`},
+			want: []string{`unknown field "itmes" (known fields: Nested, apiVersion, blob, extra, fixed, items, kind, named)`},
 		},
 		"every error at once": {
 			in:   "items: [{count: 1.5, enabled: maybe, tags: a}]",
@@ -76,6 +81,25 @@ func TestUnmarshal(t *testing.T) {
 		"case-folded field as encoding/json matches it": {
 			in:   "items: [{Memory: 5x}]",
 			want: []string{`items[0].Memory: Invalid value: "5x"`},
+		},
+		"a named inline field is not promoted": {
+			in:   "memory: 1Gi",
+			want: []string{`unknown field "memory" (known fields: Nested, apiVersion, blob,`},
+		},
+		"a named inline field and a byte array": {
+			in: "Nested: {memory: 1Gi}\nfixed: [1, 2]",
+		},
+		"a field tagged - is unknown": {
+			in:   "Skip: x",
+			want: []string{`unknown field "Skip"`},
+		},
+		"bad base64": {
+			in:   "blob: \"!!\"",
+			want: []string{`blob: Invalid value: "!!": must be base64`},
+		},
+		"duplicate key kept as the decoder reports it": {
+			in:   "kind: a\nkind: b\nitmes: []",
+			want: []string{`"kind" already set in map`},
 		},
 		"syntax error kept as the decoder reports it": {
 			in:   "items: [",

@@ -345,9 +345,19 @@ func (c *cluster) checkClaimOwnersDoNotBlock(ns, podName string) {
 	}}}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 		Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
 	}}}}}
-	_, err = kubernetes.NewForConfigOrDie(cfg).ResourceV1().ResourceClaims(ns).Create(c.ctx, blocking, metav1.CreateOptions{})
-	if !apierrors.IsForbidden(err) {
-		c.t.Errorf("the scheduler created a claim that blocks its pod's deletion: %v, want Forbidden", err)
+	claimsAsScheduler := kubernetes.NewForConfigOrDie(cfg).ResourceV1().ResourceClaims(ns)
+	_, err = claimsAsScheduler.Create(c.ctx, blocking, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot set blockOwnerDeletion") {
+		c.t.Errorf("the scheduler created a claim that blocks its pod's deletion: %v, want it refused for blockOwnerDeletion", err)
+	}
+	// The same claim owned as the plugins own theirs is allowed.
+	blocking.OwnerReferences[0].BlockOwnerDeletion = nil
+	created, err := claimsAsScheduler.Create(c.ctx, blocking, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("the scheduler may not create a claim its pod owns: %v", err)
+	}
+	if err := claimsAsScheduler.Delete(c.ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+		c.t.Fatal(err)
 	}
 	claims, err := c.client.ResourceV1().ResourceClaims(ns).List(c.ctx, metav1.ListOptions{})
 	if err != nil {

@@ -168,7 +168,8 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 // acknowledge its recovery from a fatal Xid.
 func AckDir(pluginDir string) string { return filepath.Join(pluginDir, "recovered") }
 
-// Layout is what the agent publishes.
+// Layout is the node's devices: those published, and those withheld
+// from publication (Layout.Withhold).
 func (a *Agent) Layout() *resources.Layout { return a.layout }
 
 // Preparer applies allocations on the node.

@@ -235,8 +235,11 @@ func TestStartChecksMIGPrivilegeOnlyForMIG(t *testing.T) {
 				a.Stop()
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, denied) {
+			if err == nil {
 				a.Stop()
+				t.Fatalf("started, want an error containing %q", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, denied) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})

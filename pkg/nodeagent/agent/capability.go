@@ -15,7 +15,7 @@ const capSysAdmin = 21
 
 // errNoSysAdmin says what a node with MIG GPUs needs and how to give it.
 var errNoSysAdmin = errors.New("creating MIG instances needs capability SYS_ADMIN, which this container does not have: " +
-	"apply manifests/nodeagent/mig (or install the chart with a mig rule in nodeAgent.config), which adds it")
+	"apply manifests/nodeagent-mig (or install the chart with a mig rule in nodeAgent.config), which adds it")
 
 // ProcessCanManageMIG reports whether this process holds CAP_SYS_ADMIN,
 // which NVML requires to create and destroy MIG instances. The shipped
@@ -39,7 +39,8 @@ func canManageMIG(status io.Reader) error {
 		if !ok {
 			continue
 		}
-		set, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		hex = strings.TrimSpace(hex)
+		set, err := strconv.ParseUint(hex, 16, 64)
 		if err != nil {
 			return fmt.Errorf("read capabilities: CapEff %q: %w", hex, err)
 		}

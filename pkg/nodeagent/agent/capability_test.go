@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,7 +19,7 @@ func TestCanManageMIG(t *testing.T) {
 		"every capability dropped":       {status: "CapEff:\t0000000000000000\n", want: errNoSysAdmin},
 		"the runtime's default set":      {status: "CapEff:\t00000000a80425fb\n", want: errNoSysAdmin},
 		"no CapEff line":                 {status: "Name:\tx\n", text: "no CapEff line"},
-		"a CapEff that is no hex number": {status: "CapEff:\tzz\n", text: `CapEff "\tzz"`},
+		"a CapEff that is no hex number": {status: "CapEff:\tzz\n", text: `CapEff "zz"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := canManageMIG(strings.NewReader(tc.status))
@@ -30,5 +32,16 @@ func TestCanManageMIG(t *testing.T) {
 				t.Errorf("error %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// The error names the overlay that grants the capability, and it exists.
+func TestNoSysAdminNamesTheOverlay(t *testing.T) {
+	const overlay = "manifests/nodeagent-mig"
+	if !strings.Contains(errNoSysAdmin.Error(), overlay) {
+		t.Fatalf("%q does not name %s", errNoSysAdmin, overlay)
+	}
+	if _, err := os.Stat(filepath.Join("..", "..", "..", overlay, "kustomization.yaml")); err != nil {
+		t.Errorf("the error names %s: %v", overlay, err)
 	}
 }

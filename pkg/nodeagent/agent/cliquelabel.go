@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -54,7 +55,11 @@ func labelClique(ctx context.Context, client kubernetes.Interface, node string, 
 	}
 	klog.FromContext(ctx).Info("Node clique label set", "node", node, "label", contract.LabelClique, "clique", clique)
 	if cliqueErr != nil {
-		return fmt.Errorf("node agent: %s label of node %s removed: %w", contract.LabelClique, node, cliqueErr)
+		return fmt.Errorf("node agent: %s label of node %s %w: %w", contract.LabelClique, node, errLabelRemoved, cliqueErr)
 	}
 	return nil
 }
+
+// errLabelRemoved: the label was written (removed) because the GPUs
+// disagree on their clique; writing it again would not help.
+var errLabelRemoved = errors.New("removed")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -17,10 +18,11 @@ const defaultFabricPollInterval = 10 * time.Second
 
 // awaitCliques reads again the clique of GPUs whose NVLink fabric was
 // still being set up when the agent started (the fabric manager starts
-// with the node, often after the agent), and publishes the clique, and
-// labels the node with it, once it is known. Without it such a GB200
-// tray would be in no clique, and out of every pod group's placement,
-// until the agent restarts.
+// with the node, often after the agent), and publishes each clique once
+// it is known. Without it such a GB200 tray would be in no clique, and
+// out of every pod group's placement, until the agent restarts. With
+// cliqueLabel the node is labelled once no GPU is pending (before, its
+// GPUs would disagree), retried until the API server takes it.
 func (a *Agent) awaitCliques(ctx context.Context) {
 	interval := a.opts.FabricPollInterval
 	if interval <= 0 {
@@ -28,25 +30,29 @@ func (a *Agent) awaitCliques(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	pending, labelled := true, !a.opts.Config.CliqueLabel
+	for pending || !labelled {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		changed, pending := a.rereadCliques(ctx)
-		if changed {
-			if err := a.publish(ctx); err != nil {
-				utilruntime.HandleErrorWithContext(ctx, err, "Republishing with the GPUs' NVLink clique")
-			}
-			if a.opts.Config.CliqueLabel {
-				if err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, a.gpuSnapshot()); err != nil {
-					utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
+		if pending {
+			var changed bool
+			changed, pending = a.rereadCliques(ctx)
+			if changed {
+				if err := a.publish(ctx); err != nil && ctx.Err() == nil {
+					utilruntime.HandleErrorWithContext(ctx, err, "Republishing with the GPUs' NVLink clique")
 				}
 			}
 		}
-		if !pending {
-			return
+		if !pending && !labelled {
+			err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, a.gpuSnapshot())
+			// GPUs that disagree on their clique are no reason to retry.
+			labelled = err == nil || errors.Is(err, errLabelRemoved)
+			if err != nil && ctx.Err() == nil {
+				utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
+			}
 		}
 	}
 }

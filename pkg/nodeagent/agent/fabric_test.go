@@ -2,14 +2,18 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
@@ -28,6 +32,15 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
+	// The API server refuses the label for a while once the fabric is up:
+	// the agent tries again.
+	var refuseLabels atomic.Bool
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuseLabels.Load() {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
 	cfg := config.Default()
 	cfg.CliqueLabel = true
 	dir := t.TempDir()
@@ -65,6 +78,7 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 		t.Fatalf("clique %q published while the fabric is being set up", got[0])
 	}
 
+	refuseLabels.Store(true)
 	lib.CompleteFabric()
 	waitFor(t, "every GPU published in the rack's clique", func() bool {
 		got := cliques()
@@ -75,10 +89,40 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 		}
 		return len(got) == 4
 	})
+	time.Sleep(50 * time.Millisecond) // several refused label patches
+	refuseLabels.Store(false)
 	waitFor(t, "the node labelled with the clique", func() bool {
 		node, err := client.CoreV1().Nodes().Get(ctx, "tray-1", metav1.GetOptions{})
 		return err == nil && node.Labels[contract.LabelClique] == cliques()[0]
 	})
+}
+
+// An agent stopped while the fabric is still being set up stops.
+func TestStopWhileTheFabricIsPending(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.GB200Tray, mocknvml.Options{Name: "tray-1", FabricPending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, err := agent.Start(context.Background(), agent.Options{
+		NodeName: "tray-1", Config: config.Default(), NVML: lib, KubeClient: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}}),
+		PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		FabricPollInterval: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	stopped := make(chan struct{})
+	go func() {
+		a.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return while the fabric was pending")
+	}
 }
 
 func cliqueOf(d resourceapi.Device) string {

@@ -17,7 +17,7 @@ import (
 func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepare.Preparer, gpus []discovery.GPU) {
 	for _, g := range gpus {
 		for _, inst := range g.MIGInstances {
-			if p.Owns(g.UUID, inst.Start) {
+			if p.Owns(g.UUID, inst.Profile, inst.Start) {
 				continue
 			}
 			if names := l.Withhold(g.Index, inst.Placement); len(names) > 0 {

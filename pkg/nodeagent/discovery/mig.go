@@ -35,9 +35,11 @@ func (p Placement) Overlaps(o Placement) bool {
 	return p.Start < o.Start+o.Size && o.Start < p.Start+p.Size
 }
 
-// MIGInstance is a GPU instance that exists: NVML's ID and where it sits.
+// MIGInstance is a GPU instance that exists: NVML's ID, its profile (the
+// index GetGpuInstanceProfileInfo takes, as MIGProfile.ID) and where it
+// sits.
 type MIGInstance struct {
-	ID int
+	ID, Profile int
 	Placement
 }
 
@@ -125,7 +127,7 @@ func migInstances(d nvml.Device) ([]MIGInstance, error) {
 			if ret != nvml.SUCCESS {
 				return nil, fmt.Errorf("GPU instance info: %s", nvml.ErrorString(ret))
 			}
-			out = append(out, MIGInstance{ID: int(gInfo.Id), Placement: Placement{Start: int(gInfo.Placement.Start), Size: int(gInfo.Placement.Size)}})
+			out = append(out, MIGInstance{ID: int(gInfo.Id), Profile: id, Placement: Placement{Start: int(gInfo.Placement.Start), Size: int(gInfo.Placement.Size)}})
 		}
 	}
 	slices.SortFunc(out, func(a, b MIGInstance) int { return a.Start - b.Start })

@@ -13,8 +13,10 @@ import (
 )
 
 // checkpointVersion is bumped on incompatible changes of the format; an
-// agent refuses a checkpoint of another version rather than guess.
-const checkpointVersion = 1
+// agent refuses a checkpoint of a version it does not know rather than
+// guess. Version 2 added MIGInstance.Creating; a version 1 checkpoint is
+// read as one (migrateV1).
+const checkpointVersion = 2
 
 // Claim is a prepared (or half-prepared) claim as the checkpoint keeps it.
 type Claim struct {
@@ -120,8 +122,8 @@ func loadCheckpoint(path string) (map[string]Claim, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	if f.Version != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads version %d", path, f.Version, checkpointVersion)
+	if f.Version != checkpointVersion && f.Version != 1 {
+		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 and %d", path, f.Version, checkpointVersion)
 	}
 	if f.Claims == nil {
 		f.Claims = map[string]Claim{}
@@ -133,7 +135,24 @@ func loadCheckpoint(path string) (map[string]Claim, error) {
 	if sum != f.Checksum {
 		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited)", path)
 	}
+	if f.Version == 1 {
+		migrateV1(f.Claims)
+	}
 	return f.Claims, nil
+}
+
+// migrateV1 reads a version 1 checkpoint, which recorded a MIG instance
+// it was about to create as not created: the agent may have created it
+// before it stopped, so it is marked Creating, to be adopted or
+// destroyed as the agent's own.
+func migrateV1(claims map[string]Claim) {
+	for _, c := range claims {
+		for _, d := range c.Devices {
+			if m := d.MIG; m != nil && !m.Created {
+				m.Creating = true
+			}
+		}
+	}
 }
 
 // saveCheckpoint replaces the checkpoint atomically: write a temporary

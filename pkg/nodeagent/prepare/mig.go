@@ -43,6 +43,12 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func()
 		var ret nvml.Return
 		gi, ret = gpu.CreateGpuInstanceWithPlacement(&info, &placement)
 		if ret != nvml.SUCCESS {
+			// NVML created nothing: an instance found there later is
+			// not this one.
+			m.Creating = false
+			if err := record(); err != nil {
+				return err
+			}
 			return fmt.Errorf("create GPU instance %s at slice %d: %s", dev.MIG.Name, m.Start, nvml.ErrorString(ret))
 		}
 	}

@@ -310,13 +310,14 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 }
 
 // Owns tells whether a claim in the checkpoint holds, or was creating,
-// the GPU instance at slice start of GPU uuid.
-func (p *Preparer) Owns(uuid string, start int) bool {
+// a GPU instance of the profile (NVML's profile index, as
+// GetGpuInstanceProfileInfo takes it) at slice start of GPU uuid.
+func (p *Preparer) Owns(uuid string, profile, start int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.claims {
 		for _, d := range c.Devices {
-			if m := d.MIG; m != nil && m.ParentUUID == uuid && m.Start == start && (m.Created || m.Creating) {
+			if m := d.MIG; m != nil && m.ParentUUID == uuid && m.ProfileID == profile && m.Start == start && (m.Created || m.Creating) {
 				return true
 			}
 		}

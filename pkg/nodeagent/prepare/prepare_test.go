@@ -2,6 +2,9 @@ package prepare_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -240,16 +243,22 @@ func TestPrepareMIGCreatesAndDestroysInstances(t *testing.T) {
 func TestPrepareResumesAfterCrash(t *testing.T) {
 	n := newNode(t, config.MIG)
 	ctx := context.Background()
-	// A prepare whose MIG creation fails is left recorded as intent.
+	// The agent dies inside NVML's create: the instance exists, the
+	// checkpoint says it was being created.
 	dev := n.lib.Devices[5].(*server.Device)
 	create := dev.CreateGpuInstanceWithPlacementFunc
 	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, p *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
-		create(info, p) // created, then the agent "dies" before recording it
-		return nil, nvml.ERROR_UNKNOWN
+		create(info, p)
+		panic("agent killed")
 	}
-	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj()); err == nil {
-		t.Fatal("want the injected failure")
-	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("want the injected crash")
+			}
+		}()
+		_, _ = n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj())
+	}()
 	dev.CreateGpuInstanceWithPlacementFunc = create
 	n.restart(t)
 	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-5-mig-1g10gb-3").obj()); err != nil {
@@ -287,6 +296,72 @@ func TestPrepareRefusesAnInstanceMadeByOthers(t *testing.T) {
 	}
 	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(5) != 1 {
 		t.Errorf("unprepare: %v, %d instances, want the other's one left", err, n.gpuInstances(5))
+	}
+}
+
+// NVML refuses a create where another's instance overlaps; that one is
+// then replaced by another's at the claim's very placement. The failed
+// create must not leave the claim believing it made that instance: the
+// retry refuses it and the unprepare leaves it.
+func TestAFailedCreateClaimsNoInstance(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	dev := n.lib.Devices[6].(*server.Device)
+	other := func(profile int, start, size uint32) nvml.GpuInstance {
+		t.Helper()
+		info, _ := dev.GetGpuInstanceProfileInfo(profile)
+		gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: start, Size: size})
+		if ret != nvml.SUCCESS {
+			t.Fatal(nvml.ErrorString(ret))
+		}
+		return gi
+	}
+	gi := other(nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, 2)
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-6-mig-1g10gb-3").obj()); err == nil || !strings.Contains(err.Error(), "INSUFFICIENT_RESOURCES") {
+		t.Fatalf("prepare over another's instance: %v, want NVML's refusal", err)
+	}
+	gi.Destroy()
+	other(nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3, 1)
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-6-mig-1g10gb-3").obj()); err == nil || !strings.Contains(err.Error(), "which the agent did not create") {
+		t.Fatalf("retry on another's instance at the placement: %v, want it refused", err)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(6) != 1 {
+		t.Fatalf("unprepare: %v, %d instances, want the other's one left", err, n.gpuInstances(6))
+	}
+}
+
+// A version 1 checkpoint recorded an instance being created as not
+// created; read today, it is the agent's own (it may exist), and is
+// adopted rather than refused as another's.
+func TestVersion1CheckpointAdoptsItsInstance(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	dev := n.lib.Devices[4].(*server.Device)
+	info, _ := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 3, Size: 1}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	uuid, _ := dev.GetUUID()
+	v1 := map[string]prepare.Claim{"uid-a": {UID: "uid-a", Namespace: "ns", Name: "a", Devices: []prepare.Device{{
+		Requests: []string{"gpu"}, Pool: n.layout.Pool(), Device: "gpu-4-mig-1g10gb-3",
+		MIG: &prepare.MIGInstance{ParentUUID: uuid, ProfileID: nvml.GPU_INSTANCE_PROFILE_1_SLICE, CIProfile: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, Start: 3},
+	}}}}
+	claims, _ := json.Marshal(v1)
+	sum := sha256.Sum256(claims)
+	file, _ := json.Marshal(map[string]any{"version": 1, "checksum": hex.EncodeToString(sum[:]), "claims": json.RawMessage(claims)})
+	path := filepath.Join(n.dir, "checkpoint.json")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t)
+	if !n.p.Owns(uuid, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3) {
+		t.Error("the version 1 record does not own its instance")
+	}
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-4-mig-1g10gb-3").obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(4) != 0 {
+		t.Errorf("unprepare: %v, %d instances, want its own destroyed", err, n.gpuInstances(4))
 	}
 }
 
@@ -341,7 +416,7 @@ func TestCheckpointIsCheckedOnLoad(t *testing.T) {
 	}
 	for _, tc := range []struct{ edit, want string }{
 		{strings.Replace(string(data), "gpu-1", "gpu-2", 1), "checksum mismatch"},
-		{strings.Replace(string(data), `"version": 1`, `"version": 9`, 1), "version 9"},
+		{strings.Replace(string(data), `"version": 2`, `"version": 9`, 1), "version 9"},
 	} {
 		if err := os.WriteFile(path, []byte(tc.edit), 0o600); err != nil {
 			t.Fatal(err)
