@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
@@ -37,15 +38,7 @@ func TestKustomizationsBuild(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
-			k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-			dir, err := filepath.Abs(tc.dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := k.Run(filesys.MakeFsOnDisk(), dir)
-			if err != nil {
-				t.Fatalf("kustomize build %s: %v", tc.dir, err)
-			}
+			res := build(t, tc.dir)
 			var kinds []string
 			for _, r := range res.Resources() {
 				kinds = append(kinds, r.GetKind())
@@ -93,15 +86,7 @@ func countProfiles(config string) int {
 // The extended-resource overlay names nvidia.com/gpu on the whole-GPU
 // class only: one class per resource name.
 func TestExtendedResourceOverlay(t *testing.T) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	dir, err := filepath.Abs("scheduler/extended-resource")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := build(t, "scheduler/extended-resource")
 	named := map[string]string{}
 	for _, r := range res.Resources() {
 		m, err := r.Map()
@@ -152,15 +137,7 @@ func TestNodeAgentOverlaysKeepBaseConfig(t *testing.T) {
 // Only the MIG overlay gives the agent a capability, and only SYS_ADMIN.
 func TestNodeAgentCapabilities(t *testing.T) {
 	for dir, want := range map[string][]any{"nodeagent": nil, "nodeagent-clique-label": nil, "nodeagent-mig": {"SYS_ADMIN"}} {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
-		if err != nil {
-			t.Fatalf("kustomize build %s: %v", dir, err)
-		}
-		for _, r := range res.Resources() {
+		for _, r := range build(t, dir).Resources() {
 			if r.GetKind() != "DaemonSet" {
 				continue
 			}
@@ -176,4 +153,19 @@ func TestNodeAgentCapabilities(t *testing.T) {
 			}
 		}
 	}
+}
+
+// build runs kustomize on dir (under manifests/) as `kubectl apply -k`
+// does.
+func build(t *testing.T, dir string) resmap.ResMap {
+	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return res
 }

@@ -1,12 +1,8 @@
 package manifests
 
 import (
-	"path/filepath"
 	"reflect"
 	"testing"
-
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // Users apply the scheduler's and the node agent's kustomizations into one
@@ -20,15 +16,7 @@ func TestNamespaceIsTheSameInEveryKustomization(t *testing.T) {
 	}
 	first := map[string]seen{}
 	for _, dir := range dirs {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
-		if err != nil {
-			t.Fatalf("kustomize build %s: %v", dir, err)
-		}
-		for _, r := range res.Resources() {
+		for _, r := range build(t, dir).Resources() {
 			obj, err := r.Map()
 			if err != nil {
 				t.Fatal(err)

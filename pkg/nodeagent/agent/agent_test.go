@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,10 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -55,28 +51,16 @@ func TestKubeletPluginOverItsSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset(
+	client := fakeAPI(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}},
 		allocated("a", "gpu-0-mig-3g40gb-4"), allocated("b", "gpu-0-mig-4g40gb-0"), allocated("c", "gpu-0-mig-1g10gb-5"),
 	)
-	// The fake clientset does not generate names as the API server does.
-	generated := 0
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		s := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
-		if s.Name == "" {
-			generated++
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated)
-		}
-		return false, nil, nil
-	})
 	cfg := config.Default()
 	cfg.DefaultMode = config.MIG
 	dir := t.TempDir()
-	a, err := agent.Start(ctx, agent.Options{
-		NodeName: "node-1", Config: cfg, NVML: lib, KubeClient: client,
-		PluginDir: filepath.Join(dir, "plugins", "gpu.nvidia.com"), RegistrarDir: filepath.Join(dir, "registry"),
-		CDIDir: filepath.Join(dir, "cdi"), ProbeInterval: 10 * time.Millisecond,
-	})
+	o := testOptions("node-1", cfg, lib, client, dir)
+	o.ProbeInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +206,9 @@ func TestStartChecksMIGPrivilegeOnlyForMIG(t *testing.T) {
 			}
 			cfg := config.Default()
 			cfg.DefaultMode = tc.mode
-			dir := t.TempDir()
-			a, err := agent.Start(ctx, agent.Options{
-				NodeName: "node-1", Config: cfg, NVML: lib, KubeClient: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}),
-				PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-				CanManageMIG: func() error { return denied },
-			})
+			o := testOptions("node-1", cfg, lib, fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}), t.TempDir())
+			o.CanManageMIG = func() error { return denied }
+			a, err := agent.Start(ctx, o)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -31,7 +29,7 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
 	// The API server refuses the label for a while once the fabric is up:
 	// the agent tries again.
 	var refuseLabels atomic.Bool
@@ -43,12 +41,9 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 	})
 	cfg := config.Default()
 	cfg.CliqueLabel = true
-	dir := t.TempDir()
-	a, err := agent.Start(ctx, agent.Options{
-		NodeName: "tray-1", Config: cfg, NVML: lib, KubeClient: client,
-		PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		FabricPollInterval: 10 * time.Millisecond,
-	})
+	o := testOptions("tray-1", cfg, lib, client, t.TempDir())
+	o.FabricPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +98,9 @@ func TestStopWhileTheFabricIsPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	a, err := agent.Start(context.Background(), agent.Options{
-		NodeName: "tray-1", Config: config.Default(), NVML: lib, KubeClient: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}}),
-		PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		FabricPollInterval: time.Millisecond,
-	})
+	o := testOptions("tray-1", config.Default(), lib, fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}}), t.TempDir())
+	o.FabricPollInterval = time.Millisecond
+	a, err := agent.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,19 +2,13 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -38,24 +32,12 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 	if _, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
-	generated := 0
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		s := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
-		if s.Name == "" {
-			generated++
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated)
-		}
-		return false, nil, nil
-	})
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
 	cfg := config.Default()
 	cfg.DefaultMode = config.MIG
 	dir := t.TempDir()
 	start := func() *agent.Agent {
-		a, err := agent.Start(ctx, agent.Options{
-			NodeName: "node-1", Config: cfg, NVML: lib, KubeClient: client,
-			PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		})
+		a, err := agent.Start(ctx, testOptions("node-1", cfg, lib, client, dir))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,42 @@
+package agent_test
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+)
+
+// fakeAPI is a fake API holding objs. Its ResourceSlice creates get the
+// names the API server would generate from generateName, which the fake
+// clientset does not.
+func fakeAPI(objs ...runtime.Object) *fake.Clientset {
+	client := fake.NewClientset(objs...)
+	generated := 0
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		s := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
+		if s.Name == "" {
+			generated++
+			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated)
+		}
+		return false, nil, nil
+	})
+	return client
+}
+
+// testOptions are the options of an agent on node, its plugin, registry
+// and CDI directories under dir.
+func testOptions(node string, cfg config.Config, lib nvml.Interface, client kubernetes.Interface, dir string) agent.Options {
+	return agent.Options{
+		NodeName: node, Config: cfg, NVML: lib, KubeClient: client,
+		PluginDir: filepath.Join(dir, "plugins", cfg.DriverName), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+	}
+}
