@@ -215,9 +215,14 @@ func (c *cluster) scanClaims(ns string) claimReport {
 // the claims of pods bound to a node on that node's agent and unprepares
 // claims no pod there uses any more.
 type simKubelet struct {
-	c      *cluster
-	ns     string
-	mu     sync.Mutex
+	c  *cluster
+	ns string
+	// syncing is held by a sync round and by an agent's restart: a
+	// round must not reach the stopped agent once its successor runs, or
+	// two preparers would share one node's GPUs and checkpoint, which a
+	// kubelet never lets happen.
+	syncing sync.Mutex
+	mu      sync.Mutex
 	agents map[string]*agent.Agent
 	libs   map[string]*mocknvml.Server
 	dirs   map[string]string
@@ -251,6 +256,8 @@ func (k *simKubelet) agent(node string) *agent.Agent {
 // of a new pod there (its NVML goes away mid-way), and starts a new agent
 // on the same GPUs and state directory.
 func (k *simKubelet) restartDuringPrepare(node string) {
+	k.syncing.Lock()
+	defer k.syncing.Unlock()
 	k.mu.Lock()
 	old := k.agents[node]
 	k.mu.Unlock()
@@ -276,6 +283,8 @@ func (k *simKubelet) run(ctx context.Context) {
 }
 
 func (k *simKubelet) syncAll(ctx context.Context) {
+	k.syncing.Lock()
+	defer k.syncing.Unlock()
 	for node := range k.nodes {
 		k.sync(ctx, node, k.agent(node))
 	}
@@ -357,9 +366,14 @@ func (k *simKubelet) checkAgainstAPI(ctx context.Context) checkpointReport {
 			uid := types.UID(cl.UID)
 			got[uid] = true
 			claim, ok := wanted[uid]
-			if !ok || !cl.Prepared {
+			if !ok {
 				r.disagree++
 				k.c.t.Errorf("node %s: checkpoint has claim %s/%s (prepared %v), which no pod there uses", node, cl.Namespace, cl.Name, cl.Prepared)
+				continue
+			}
+			if !cl.Prepared {
+				r.disagree++
+				k.c.t.Errorf("node %s: claim %s/%s of a pod there is not prepared (its prepare keeps failing)", node, cl.Namespace, cl.Name)
 				continue
 			}
 			var want, have []string
