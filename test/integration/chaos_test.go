@@ -223,10 +223,10 @@ type simKubelet struct {
 	// kubelet never lets happen.
 	syncing sync.Mutex
 	mu      sync.Mutex
-	agents map[string]*agent.Agent
-	libs   map[string]*mocknvml.Server
-	dirs   map[string]string
-	nodes  map[string]simNode
+	agents  map[string]*agent.Agent
+	libs    map[string]*mocknvml.Server
+	dirs    map[string]string
+	nodes   map[string]simNode
 }
 
 func (k *simKubelet) start(n simNode) {
