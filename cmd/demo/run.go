@@ -23,7 +23,6 @@ import (
 	"github.com/gputopo/gputopo/pkg/demo/replay"
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/demo/scenarios"
-	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 )
 
 // The two schedulers, each on its own copy of the fleet.
@@ -359,11 +358,7 @@ func allNodes(ctx context.Context, client kubernetes.Interface) map[string]strin
 func fleetSummary(c fleet.Cluster) string {
 	parts := make([]string, 0, len(c.Nodes))
 	for _, g := range c.Nodes {
-		mode := g.Mode
-		if mode == "" {
-			mode = config.Whole
-		}
-		parts = append(parts, fmt.Sprintf("%d x %s (%s)", g.Count, g.Shape, mode))
+		parts = append(parts, fmt.Sprintf("%d x %s (%s)", g.Count, g.Shape, g.AgentMode()))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -49,6 +49,15 @@ type NodeGroup struct {
 	Memory resource.Quantity `json:"memory,omitempty"`
 }
 
+// AgentMode is the mode the group's node agents run in: Mode, whole by
+// default.
+func (g NodeGroup) AgentMode() config.Mode {
+	if g.Mode == "" {
+		return config.Whole
+	}
+	return g.Mode
+}
+
 // LoadCluster reads and checks a fleet file.
 func LoadCluster(path string) (Cluster, error) {
 	data, err := os.ReadFile(path)
@@ -164,10 +173,7 @@ func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies [
 	for _, cp := range copies {
 		for _, g := range c.Nodes {
 			for i := range g.Count {
-				n := Node{Name: fmt.Sprintf("%s-%s-%d", cp, g.Name, i), Copy: cp, Group: g.Name, Shape: g.Shape, Mode: g.Mode}
-				if n.Mode == "" {
-					n.Mode = config.Whole
-				}
+				n := Node{Name: fmt.Sprintf("%s-%s-%d", cp, g.Name, i), Copy: cp, Group: g.Name, Shape: g.Shape, Mode: g.AgentMode()}
 				if err := controlplane.CreateNode(ctx, client, n.Name, map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}, g.CPU, g.Memory); err != nil {
 					f.Stop()
 					return nil, err

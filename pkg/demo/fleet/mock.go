@@ -29,10 +29,7 @@ type MockNode struct {
 // need the slices, not the kubelet plugin or CDI. rack names the GB200
 // clique.
 func PublishMock(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string, g NodeGroup, rack string) (MockNode, error) {
-	mode := g.Mode
-	if mode == "" {
-		mode = config.Whole
-	}
+	mode := g.AgentMode()
 	lib, err := mocknvml.NewWith(g.Shape, mocknvml.Options{Name: name, Rack: rack, MIG: mode == config.MIG})
 	if err != nil {
 		return MockNode{}, err

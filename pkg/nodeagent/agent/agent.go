@@ -293,17 +293,13 @@ func (a *Agent) healthReport() kubeletplugin.DeviceHealthReport {
 // checkMIGPrivilege stops an agent that has GPUs in MIG mode but may not
 // create MIG instances, naming the first such GPU.
 func checkMIGPrivilege(l *resources.Layout, canManage func() error) error {
-	if canManage == nil {
+	i := slices.IndexFunc(l.Devices, func(d resources.Device) bool { return d.Mode == config.MIG })
+	if canManage == nil || i < 0 {
 		return nil
 	}
-	for _, d := range l.Devices {
-		if d.Mode != config.MIG {
-			continue
-		}
-		if err := canManage(); err != nil {
-			return fmt.Errorf("GPU %d (%s) is configured for mode %q: %w", d.GPU.Index, d.GPU.Product, config.MIG, err)
-		}
-		return nil
+	if err := canManage(); err != nil {
+		g := l.Devices[i].GPU
+		return fmt.Errorf("GPU %d (%s) is configured for mode %q: %w", g.Index, g.Product, config.MIG, err)
 	}
 	return nil
 }

@@ -60,10 +60,10 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	if len(a.Workload) > 0 && total <= 0 {
 		errs = append(errs, field.Invalid(path.Child("workload"), total, "the weights must not all be 0: fragmentation is measured against them"))
 	}
-	if a.HostPressure < 0 || math.IsNaN(a.HostPressure) || math.IsInf(a.HostPressure, 0) {
+	if !finite(a.HostPressure) {
 		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, "must be a finite number, not negative"))
 	}
-	if a.LinkClassCost < 0 || math.IsNaN(a.LinkClassCost) || math.IsInf(a.LinkClassCost, 0) {
+	if !finite(a.LinkClassCost) {
 		errs = append(errs, field.Invalid(path.Child("linkClassCost"), a.LinkClassCost, "must be a finite number, not negative"))
 	}
 	if a.SearchBudget < 0 {
