@@ -11,6 +11,7 @@
 package contract
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -109,3 +110,21 @@ const LabelClique = "nvidia.com/gpu.clique"
 // PlacementAnnotation on a claim gputopo allocated says which devices the
 // scheduler chose and why; kubectl gputopo why shows it.
 const PlacementAnnotation = "gputopo.io/placement"
+
+// ExtendedRequestName names the request of a pod's extended-resource
+// claim (KEP-5004) for resource j of container i, as kube-scheduler names
+// it: i indexes init containers then containers, j the resource among the
+// container's sorted resource names. The kubelet gives each container the
+// devices of the requests its mappings name; the node agent groups a
+// claim's GPUs by the container whose request they serve.
+func ExtendedRequestName(i, j int) string { return fmt.Sprintf("container-%d-request-%d", i, j) }
+
+// ExtendedRequestContainer is the container index i of an
+// ExtendedRequestName, and false for any other name.
+func ExtendedRequestContainer(request string) (int, bool) {
+	var i, j int
+	if n, err := fmt.Sscanf(request, "container-%d-request-%d", &i, &j); err != nil || n != 2 || i < 0 || j < 0 || ExtendedRequestName(i, j) != request {
+		return 0, false
+	}
+	return i, true
+}

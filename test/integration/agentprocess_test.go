@@ -272,6 +272,11 @@ func (c *cluster) prepareAndUnprepare(dra drapb.DRAPluginClient, agent *agentPro
 		if len(d.CdiDeviceIds) == 0 {
 			t.Errorf("device %s/%s prepared without a CDI device", d.PoolName, d.DeviceName)
 		}
+		// A pod's extended-resource claim: each device also names the
+		// visibility device of its container.
+		if claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true" && len(d.CdiDeviceIds) != 2 {
+			t.Errorf("device %s/%s of extended-resource claim %s has CDI devices %v, want its own and its container's", d.PoolName, d.DeviceName, claim.Name, d.CdiDeviceIds)
+		}
 		// The container runtime resolves each ID from the CDI directory.
 		for _, id := range d.CdiDeviceIds {
 			if runtime.GetDevice(id) == nil {

@@ -2,18 +2,36 @@ package prepare
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
-// CDI: one spec per claim, vendor "k8s.<driver>", class "claim", one CDI
-// device per prepared device named "<claim UID>-<device>": the claim UID
-// makes names unique so that runtimes caching specs never hit a stale
-// device (kubeletplugin.DRAPlugin's advice).
+// CDI: one spec per claim, vendor "k8s.<driver>", class "claim". Each of
+// the claim's results gets a CDI device named "<claim UID>-<device>": the
+// claim UID makes names unique so that runtimes caching specs never hit a
+// stale device (kubeletplugin.DRAPlugin's advice). A claim may hold
+// several shares of one GPU (upstream allocates a shareable device more
+// than once per claim); each further share is "<claim UID>-<device>.<n>",
+// and as device names are DNS labels the dot never collides.
+//
+// NVIDIA_VISIBLE_DEVICES tells NVIDIA's container toolkit which GPUs a
+// container gets. The runtime keeps one value of a variable, the last
+// one the injected CDI devices set, so the list cannot be built up device
+// by device; it is set once for a group of devices:
+//   - in an extended-resource claim (a pod's nvidia.com/gpu: N), the
+//     kubelet gives each container only the devices of its own requests,
+//     and each container's requests are named for it. Every device also
+//     carries its container's visibility device,
+//     "<claim UID>-visible.container-<i>", which lists that container's
+//     GPUs, so containers do not see each other's;
+//   - otherwise the spec lists all of the claim's GPUs, which every
+//     container that gets any device of the claim sees.
 
 const cdiClass = "claim"
 
@@ -27,9 +45,45 @@ func (p *Preparer) specName(claimUID string) string {
 	return cdi.GenerateTransientSpecName(p.cdiVendor(), cdiClass, claimUID)
 }
 
+// assignCDIDevices names each device's CDI devices (see above).
+func (p *Preparer) assignCDIDevices(c *Claim, extendedResource bool) {
+	perContainer := extendedResource
+	for _, d := range c.Devices {
+		if _, ok := containerOf(d); !ok {
+			perContainer = false
+		}
+	}
+	seen := make(map[string]int, len(c.Devices))
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		name := d.Device
+		if n := seen[d.Device]; n > 0 {
+			name = fmt.Sprintf("%s.%d", d.Device, n)
+		}
+		seen[d.Device]++
+		d.CDIDeviceIDs = []string{p.cdiName(c.UID, name)}
+		if perContainer {
+			ci, _ := containerOf(*d)
+			d.CDIDeviceIDs = append(d.CDIDeviceIDs, p.cdiName(c.UID, fmt.Sprintf("visible.container-%d", ci)))
+		}
+	}
+}
+
+// containerOf is the container an extended-resource claim's device
+// serves, read from its request's name.
+func containerOf(d Device) (int, bool) {
+	if len(d.Requests) != 1 {
+		return 0, false
+	}
+	return contract.ExtendedRequestContainer(d.Requests[0])
+}
+
 // writeSpec writes the claim's CDI spec: the control device nodes every
-// GPU container needs, and per device its device node (whole GPUs) and
-// the UUID or MIG ID the NVIDIA container stack selects it by.
+// GPU container needs; per device its device node (whole GPUs), the UUID
+// or MIG ID the NVIDIA container stack selects it by and a share's
+// limits; and NVIDIA_VISIBLE_DEVICES, for the claim or per visibility
+// device. The names come from the devices' recorded CDI IDs, which the
+// kubelet keeps.
 func (p *Preparer) writeSpec(c Claim) error {
 	spec := &cdispec.Spec{
 		Kind: p.cdiVendor() + "/" + cdiClass,
@@ -37,28 +91,32 @@ func (p *Preparer) writeSpec(c Claim) error {
 			DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidiactl"}, {Path: "/dev/nvidia-uvm"}, {Path: "/dev/nvidia-uvm-tools"}},
 		},
 	}
-	var visible []string
+	var all, groups []string
+	visible := make(map[string][]string)
 	for _, d := range c.Devices {
-		dev, ok := p.layout.Device(d.Device)
-		if !ok {
-			return fmt.Errorf("device %s not published by this node", d.Device)
+		id, edits, err := p.deviceEdits(d)
+		if err != nil {
+			return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
 		}
-		id := dev.GPU.UUID
-		edits := cdispec.ContainerEdits{}
-		if d.MIG != nil {
-			id = d.MIG.ID()
-		} else {
-			edits.DeviceNodes = []*cdispec.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", dev.GPU.Minor)}}
+		names, err := cdiDeviceNames(d)
+		if err != nil {
+			return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
 		}
-		visible = append(visible, id)
-		edits.Env = []string{fmt.Sprintf("GPUTOPO_DEVICE_%s=%s", envName(d.Device), id)}
-		if d.Share != nil {
-			edits.Env = append(edits.Env, shareEnv(dev, *d.Share)...)
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: names[0], ContainerEdits: edits})
+		all = appendNew(all, id)
+		for _, g := range names[1:] {
+			if _, ok := visible[g]; !ok {
+				groups = append(groups, g)
+			}
+			visible[g] = appendNew(visible[g], id)
 		}
-		spec.Devices = append(spec.Devices, cdispec.Device{Name: c.UID + "-" + d.Device, ContainerEdits: edits})
 	}
-	// All of the claim's GPUs, for the NVIDIA container toolkit.
-	spec.ContainerEdits.Env = []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(visible, ",")}
+	if len(groups) == 0 {
+		spec.ContainerEdits.Env = []string{visibleDevices(all)}
+	}
+	for _, g := range groups {
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: g, ContainerEdits: cdispec.ContainerEdits{Env: []string{visibleDevices(visible[g])}}})
+	}
 	version, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
 		return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
@@ -68,6 +126,55 @@ func (p *Preparer) writeSpec(c Claim) error {
 		return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
 	}
 	return nil
+}
+
+// deviceEdits is what a device's own CDI device injects, and the ID the
+// NVIDIA container stack knows it by.
+func (p *Preparer) deviceEdits(d Device) (string, cdispec.ContainerEdits, error) {
+	dev, ok := p.layout.Device(d.Device)
+	if !ok {
+		return "", cdispec.ContainerEdits{}, fmt.Errorf("device %s not published by this node", d.Device)
+	}
+	id := dev.GPU.UUID
+	var edits cdispec.ContainerEdits
+	if d.MIG != nil {
+		id = d.MIG.ID()
+	} else {
+		edits.DeviceNodes = []*cdispec.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", dev.GPU.Minor)}}
+	}
+	edits.Env = []string{fmt.Sprintf("GPUTOPO_DEVICE_%s=%s", envName(d.Device), id)}
+	if d.Share != nil {
+		edits.Env = append(edits.Env, shareEnv(dev, *d.Share)...)
+	}
+	return id, edits, nil
+}
+
+// cdiDeviceNames are the names, in this claim's spec, of the device's
+// recorded CDI IDs.
+func cdiDeviceNames(d Device) ([]string, error) {
+	if len(d.CDIDeviceIDs) == 0 {
+		return nil, fmt.Errorf("device %s has no CDI device recorded", d.Device)
+	}
+	names := make([]string, 0, len(d.CDIDeviceIDs))
+	for _, id := range d.CDIDeviceIDs {
+		_, name, ok := strings.Cut(id, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("device %s: recorded CDI device %q has no name", d.Device, id)
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+func visibleDevices(ids []string) string {
+	return "NVIDIA_VISIBLE_DEVICES=" + strings.Join(ids, ",")
+}
+
+func appendNew(ids []string, id string) []string {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
 }
 
 // shareEnv limits a share of a shared GPU under the CUDA MPS control

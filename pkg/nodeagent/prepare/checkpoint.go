@@ -15,8 +15,11 @@ import (
 // checkpointVersion is bumped on incompatible changes of the format; an
 // agent refuses a checkpoint of a version it does not know rather than
 // guess. Version 2 added MIGInstance.Creating; a version 1 checkpoint is
-// read as one (migrateV1).
-const checkpointVersion = 2
+// read as one (migrateV1). Version 3 records more than one CDI device per
+// device (visibility devices) and numbered names for further shares of a
+// GPU; versions 1 and 2 recorded one "<claim UID>-<device>" each, which
+// version 3 reads unchanged.
+const checkpointVersion = 3
 
 // Claim is a prepared (or half-prepared) claim as the checkpoint keeps it.
 type Claim struct {
@@ -122,8 +125,8 @@ func loadCheckpoint(path string) (map[string]Claim, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	if f.Version != checkpointVersion && f.Version != 1 {
-		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 and %d", path, f.Version, checkpointVersion)
+	if f.Version < 1 || f.Version > checkpointVersion {
+		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 to %d", path, f.Version, checkpointVersion)
 	}
 	if f.Claims == nil {
 		f.Claims = map[string]Claim{}

@@ -161,6 +161,7 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 		}
 		c.Devices = append(c.Devices, d)
 	}
+	p.assignCDIDevices(&c, claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true")
 	return c, nil
 }
 
@@ -184,8 +185,7 @@ func (p *Preparer) planDevice(c Claim, i int, r resourceapi.DeviceRequestAllocat
 	if !ok {
 		return Device{}, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: device %q is not published by this node", claimRef(c), i, r.Device)
 	}
-	d := Device{Requests: []string{r.Request}, Pool: r.Pool, Device: r.Device, CDIDeviceIDs: []string{p.cdiName(c.UID, r.Device)},
-		AdminAccess: ptr.Deref(r.AdminAccess, false)}
+	d := Device{Requests: []string{r.Request}, Pool: r.Pool, Device: r.Device, AdminAccess: ptr.Deref(r.AdminAccess, false)}
 	if r.ShareID != nil {
 		d.ShareID = string(*r.ShareID)
 		d.Share = shareOf(r)

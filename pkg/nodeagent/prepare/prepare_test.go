@@ -416,7 +416,7 @@ func TestCheckpointIsCheckedOnLoad(t *testing.T) {
 	}
 	for _, tc := range []struct{ edit, want string }{
 		{strings.Replace(string(data), "gpu-1", "gpu-2", 1), "checksum mismatch"},
-		{strings.Replace(string(data), `"version": 2`, `"version": 9`, 1), "version 9"},
+		{strings.Replace(string(data), `"version": 3`, `"version": 9`, 1), "version 9"},
 	} {
 		if err := os.WriteFile(path, []byte(tc.edit), 0o600); err != nil {
 			t.Fatal(err)

@@ -1,11 +1,12 @@
 package gputopology
 
 import (
-	"fmt"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // extendedRequests turns the pod's DRA extended resources (resource ->
@@ -141,7 +142,7 @@ func deviceRequest(c v1.Container, i int, name v1.ResourceName, class string, n 
 	}
 	slices.Sort(keys)
 	return &resourceapi.DeviceRequest{
-		Name: fmt.Sprintf("container-%d-request-%d", i, slices.Index(keys, string(name))),
+		Name: contract.ExtendedRequestName(i, slices.Index(keys, string(name))),
 		Exactly: &resourceapi.ExactDeviceRequest{
 			DeviceClassName: class,
 			AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
