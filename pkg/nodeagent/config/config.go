@@ -6,6 +6,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -176,11 +177,40 @@ func (c Config) Validate() error {
 	if c.Shared.DefaultMemory.Sign() <= 0 {
 		errs = append(errs, field.Invalid(sp.Child("defaultMemory"), c.Shared.DefaultMemory.String(), "must be positive"))
 	}
+	errs = append(errs, c.Shared.validateSteps(sp)...)
 	if p := c.Shared.DefaultComputePercent; p < 1 || p > 100 {
 		errs = append(errs, field.Invalid(sp.Child("defaultComputePercent"), p, "must be in 1..100"))
 	}
 	errs = append(errs, c.Health.validate(field.NewPath("health"))...)
 	return errs.ToAggregate()
+}
+
+// validateSteps checks what the API server checks of the request policy
+// the shared GPUs publish (min and step memoryStep, default
+// defaultMemory): whole bytes, and a default on the steps. Otherwise
+// every slice with a shared GPU is refused and the node publishes none.
+func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
+	step, def := s.MemoryStep, s.DefaultMemory
+	if step.Sign() <= 0 || def.Sign() <= 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	if !wholeBytes(step) {
+		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), "must be a whole number of bytes"))
+	}
+	if !wholeBytes(def) {
+		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), "must be a whole number of bytes"))
+	}
+	if len(errs) == 0 && def.Value()%step.Value() != 0 {
+		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), fmt.Sprintf("must be a multiple of shared.memoryStep (%s): the API server refuses a request policy whose default is off its steps", step.String())))
+	}
+	return errs
+}
+
+// wholeBytes: a quantity of bytes without a fraction, within int64.
+func wholeBytes(q resource.Quantity) bool {
+	v := q.Value()
+	return v > 0 && v < math.MaxInt64/1000 && q.MilliValue() == v*1000
 }
 
 func (h HealthPolicy) validate(p *field.Path) field.ErrorList {

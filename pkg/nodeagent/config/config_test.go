@@ -35,6 +35,12 @@ func TestLoad(t *testing.T) {
 		{"unknown field", "mode: whole\n", []string{`unknown field "mode"`}, nil},
 		{"bad quantity and duration name their fields", "shared:\n  memoryStep: 1 GiB\nhealth:\n  recoverAfter: 5 min\n  flapThreshhold: 2\n",
 			[]string{`shared.memoryStep: Invalid value: "1 GiB": quantities must match`, `health.recoverAfter: Invalid value: "5 min": time: unknown unit`, `health: unknown field "flapThreshhold"`}, nil},
+		// The API server refuses the shared GPUs' request policy (min and
+		// step memoryStep, default defaultMemory) unless the default is on
+		// the steps; the node would publish no device.
+		{"memory off the steps", "shared:\n  memoryStep: 3Gi\n", []string{`shared.defaultMemory: Invalid value: "8Gi": must be a multiple of shared.memoryStep (3Gi)`}, nil},
+		{"fractional bytes", "shared:\n  memoryStep: 1500m\n  defaultMemory: 1.5\n", []string{`shared.memoryStep: Invalid value: "1500m": must be a whole number of bytes`, `shared.defaultMemory: Invalid value: "1500m": must be a whole number of bytes`}, nil},
+		{"memory on the steps", "shared:\n  memoryStep: 3Gi\n  defaultMemory: 6Gi\n", nil, func(c config.Config) bool { return c.Shared.DefaultMemory.String() == "6Gi" }},
 		{"bad values", "driverName: GPU_NVIDIA\ndefaultMode: all\ngpus:\n- mode: mig\n- indexes: [-1]\n  mode: whole\nshared:\n  defaultComputePercent: 0\nhealth:\n  recoverAfter: 0s\n",
 			[]string{"driverName", "defaultMode", "gpus[0]", "gpus[1].indexes[0]", "shared.defaultComputePercent", "health.recoverAfter"}, nil},
 	}

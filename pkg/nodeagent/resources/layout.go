@@ -64,6 +64,9 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 			if g.MIGEnabled {
 				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
 			}
+			if err := sharesFit(g, cfg.Shared); err != nil {
+				return nil, err
+			}
 			l.add(whole)
 		default:
 			// CUDA sees no device on a GPU in MIG mode without instances.
@@ -74,6 +77,21 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 		}
 	}
 	return l, nil
+}
+
+// sharesFit checks the shared request policy against the GPU's memory:
+// the API server refuses a policy whose first step past the minimum
+// (twice memoryStep) is more than the capacity, and a default larger
+// than the GPU would let no share that asks for no memory fit.
+func sharesFit(g *discovery.GPU, p config.SharedPolicy) error {
+	memory := g.MemoryMiB * 1024 * 1024
+	if 2*p.MemoryStep.Value() > memory {
+		return fmt.Errorf("GPU %d (%s, %s, %d MiB): shared.memoryStep %s: two steps are more than the GPU's memory, and the API server refuses its request policy; choose a smaller step", g.Index, g.UUID, g.Product, g.MemoryMiB, p.MemoryStep.String())
+	}
+	if p.DefaultMemory.Value() > memory {
+		return fmt.Errorf("GPU %d (%s, %s, %d MiB): shared.defaultMemory %s is more than the GPU's memory: no share that asks for no memory would fit", g.Index, g.UUID, g.Product, g.MemoryMiB, p.DefaultMemory.String())
+	}
+	return nil
 }
 
 // migName is a device name for a MIG placement: names may hold neither

@@ -235,6 +235,25 @@ func TestSharedGPUs(t *testing.T) {
 	}
 }
 
+// A request policy whose first step past the minimum is more than the
+// GPU's memory is refused by the API server, and a default larger than
+// the GPU fits no share: the agent stops with the GPU named.
+func TestSharedPolicyMustFitTheGPU(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{})
+	for _, tc := range []struct{ step, def, want string }{
+		{"64Gi", "64Gi", "GPU 0 (" + gpus[0].UUID + ", NVIDIA H100 80GB HBM3, 81920 MiB): shared.memoryStep 64Gi: two steps are more than the GPU's memory"},
+		{"8Gi", "96Gi", "shared.defaultMemory 96Gi is more than the GPU's memory"},
+		{"40Gi", "80Gi", ""},
+	} {
+		c := withMode(config.Shared)
+		c.Shared.MemoryStep, c.Shared.DefaultMemory = resource.MustParse(tc.step), resource.MustParse(tc.def)
+		_, err := resources.NewLayout("n", gpus, c)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("step %s, default %s: %v, want %q", tc.step, tc.def, err, tc.want)
+		}
+	}
+}
+
 func TestModeRulesAndErrors(t *testing.T) {
 	c := config.Default()
 	c.GPUs = []config.GPURule{{Indexes: []int{0, 1}, Mode: config.Shared}, {Product: "H100", Mode: config.MIG}}
