@@ -24,6 +24,23 @@ type MIGProfile struct {
 	Placements []Placement
 }
 
+// FullInstance is the GPU instance profile and placement that span the
+// whole GPU (7g.80gb at slice 0 on an H100): the most memory slices, then
+// the most compute, then the lowest profile ID. False when MIG is off.
+func (g GPU) FullInstance() (*MIGProfile, Placement, bool) {
+	var best *MIGProfile
+	var at Placement
+	for i := range g.MIGProfiles {
+		p := &g.MIGProfiles[i]
+		for _, pl := range p.Placements {
+			if best == nil || pl.Size > at.Size || pl.Size == at.Size && p.ComputeSlices > best.ComputeSlices {
+				best, at = p, pl
+			}
+		}
+	}
+	return best, at, best != nil
+}
+
 // Placement is where a GPU instance can start and how many memory slices
 // it spans.
 type Placement struct {

@@ -7,6 +7,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
@@ -18,13 +19,17 @@ import (
 // otherwise it was made by someone else, and the placement is refused
 // rather than shared with its workload.
 func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func() error) error {
+	prof, at, err := instanceShape(dev, m)
+	if err != nil {
+		return err
+	}
 	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
 	}
 	info, ret := gpu.GetGpuInstanceProfileInfo(m.ProfileID)
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("MIG profile %s: %s", dev.MIG.Name, nvml.ErrorString(ret))
+		return fmt.Errorf("MIG profile %s: %s", prof.Name, nvml.ErrorString(ret))
 	}
 	gi, err := existingGI(gpu, &info, m.Start)
 	if err != nil {
@@ -32,14 +37,14 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func()
 	}
 	if gi != nil && !m.Creating {
 		giInfo, _ := gi.GetInfo()
-		return fmt.Errorf("MIG placement %s at slice %d of GPU %s is held by GPU instance %d, which the agent did not create", dev.MIG.Name, m.Start, m.ParentUUID, giInfo.Id)
+		return fmt.Errorf("MIG placement %s at slice %d of GPU %s is held by GPU instance %d, which the agent did not create", prof.Name, m.Start, m.ParentUUID, giInfo.Id)
 	}
 	if gi == nil {
 		m.Creating = true
 		if err := record(); err != nil {
 			return err
 		}
-		placement := nvml.GpuInstancePlacement{Start: uint32(m.Start), Size: uint32(dev.Placement.Size)}
+		placement := nvml.GpuInstancePlacement{Start: uint32(m.Start), Size: uint32(at.Size)}
 		var ret nvml.Return
 		gi, ret = gpu.CreateGpuInstanceWithPlacement(&info, &placement)
 		if ret != nvml.SUCCESS {
@@ -49,7 +54,7 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func()
 			if err := record(); err != nil {
 				return err
 			}
-			return fmt.Errorf("create GPU instance %s at slice %d: %s", dev.MIG.Name, m.Start, nvml.ErrorString(ret))
+			return fmt.Errorf("create GPU instance %s at slice %d: %s", prof.Name, m.Start, nvml.ErrorString(ret))
 		}
 	}
 	giInfo, ret := gi.GetInfo()
@@ -76,6 +81,27 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func()
 	}
 	m.GI, m.CI, m.Created, m.Creating, m.Identity = giInfo.Id, cInfo.Id, true, false, identityOf(giInfo)
 	return nil
+}
+
+// instanceShape is the profile and placement of m's instance: the
+// partition's own, or, for the whole of a MIG GPU, the recorded profile
+// at the recorded slice.
+func instanceShape(dev resources.Device, m *MIGInstance) (*discovery.MIGProfile, discovery.Placement, error) {
+	if dev.MIG != nil {
+		return dev.MIG, dev.Placement, nil
+	}
+	for i := range dev.GPU.MIGProfiles {
+		prof := &dev.GPU.MIGProfiles[i]
+		if prof.ID != m.ProfileID {
+			continue
+		}
+		for _, pl := range prof.Placements {
+			if pl.Start == m.Start {
+				return prof, pl, nil
+			}
+		}
+	}
+	return nil, discovery.Placement{}, fmt.Errorf("GPU %s offers no MIG profile %d at slice %d", m.ParentUUID, m.ProfileID, m.Start)
 }
 
 func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (nvml.GpuInstance, error) {

@@ -21,6 +21,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
@@ -193,8 +194,18 @@ func (p *Preparer) planDevice(c Claim, i int, r resourceapi.DeviceRequestAllocat
 	if d.AdminAccess {
 		return d, nil
 	}
-	if dev.MIG != nil {
+	switch {
+	case dev.MIG != nil:
 		d.MIG = &MIGInstance{ParentUUID: dev.GPU.UUID, ProfileID: dev.MIG.ID, CIProfile: dev.MIG.CIProfileID, Start: dev.Placement.Start}
+	case dev.Mode == config.MIG:
+		// CUDA sees no device on a GPU in MIG mode without instances: the
+		// whole GPU's claim gets the instance that spans it (its counters
+		// keep every partition of the GPU unallocated meanwhile).
+		prof, pl, ok := dev.GPU.FullInstance()
+		if !ok {
+			return Device{}, fmt.Errorf("claim %s: status.allocation.devices.results[%d]: device %q: GPU %d is in MIG mode and offers no GPU instance to span it", claimRef(c), i, r.Device, dev.GPU.Index)
+		}
+		d.MIG = &MIGInstance{ParentUUID: dev.GPU.UUID, ProfileID: prof.ID, CIProfile: prof.CIProfileID, Start: pl.Start}
 	}
 	if other, od, ok := p.conflict(c.UID, dev, d); ok {
 		return Device{}, fmt.Errorf("%w: device %s of claim %s is already prepared for claim %s (as %s)", ErrConflict, r.Device, claimRef(c), claimRef(other), od)
