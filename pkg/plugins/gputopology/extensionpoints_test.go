@@ -435,6 +435,20 @@ func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
 	}
 }
 
+// A pod PreFilter rejected before reading its claims (one does not exist)
+// has nothing to free: PostFilter says Unschedulable, not an error, which
+// would end PostFilter before DefaultPreemption and fill the pod's
+// condition with a missing state.
+func TestPostFilterAfterAnEarlyRejection(t *testing.T) {
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}, classes: []*resourceapi.DeviceClass{gpuClass}})
+	pod := podWithClaims("p", "missing")
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); status.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("PreFilter: %v, want the missing claim unresolvable", status)
+	}
+	_, status := env.pl.PostFilter(env.tCtx, env.state, pod, nil)
+	wantStatus(t, "PostFilter", status, fwk.Unschedulable, "")
+}
+
 func TestQueueingHints(t *testing.T) {
 	env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("mine", 1).Obj(), claim("other", 1).Obj()}})
 	mine, other := env.storedClaim("mine"), env.storedClaim("other")

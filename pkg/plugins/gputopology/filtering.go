@@ -340,6 +340,12 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	s, err := getState(cs)
+	if errors.Is(err, fwk.ErrNotFound) {
+		// PreFilter rejected the pod before it read its claims (one is
+		// missing, say): nothing to free. An error here would also end
+		// PostFilter before DefaultPreemption, which comes after.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
