@@ -2,6 +2,7 @@ package gputopology
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
@@ -30,10 +31,17 @@ func allocatorFeatures(fts plfeature.Features) allocator.Features {
 }
 
 // unsupportedGates is the error for enabled gates whose features the
-// engine does not implement (allocator.Unsupported names features by their
-// gates): the scheduler stops at start instead of allocating without them.
-func unsupportedGates(f allocator.Features) error {
-	gates := allocator.Unsupported(f)
+// engine (allocator.Unsupported names features by their gates) or the
+// plugin does not implement: the scheduler stops at start instead of
+// allocating without them. The plugin lacks DRANodeAllocatableResources
+// (devices that take node CPU and memory, alpha): pods would be placed
+// without that accounting.
+func unsupportedGates(fts plfeature.Features) error {
+	gates := allocator.Unsupported(allocatorFeatures(fts))
+	if fts.EnableDRANodeAllocatableResources {
+		gates = append(gates, "DRANodeAllocatableResources")
+		slices.Sort(gates)
+	}
 	if len(gates) == 0 {
 		return nil
 	}

@@ -95,7 +95,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	features := allocatorFeatures(fts)
-	if err := unsupportedGates(features); err != nil {
+	if err := unsupportedGates(fts); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	if fh.SharedDRAManager() == nil {

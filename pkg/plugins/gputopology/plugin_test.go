@@ -45,7 +45,7 @@ func defaultGates() plfeature.Features {
 // be switched off in 1.37 switches its feature off, the others stay, and
 // the default gates ask for nothing the engine lacks.
 func TestAllocatorFeaturesFollowGates(t *testing.T) {
-	if err := unsupportedGates(allocatorFeatures(defaultGates())); err != nil {
+	if err := unsupportedGates(defaultGates()); err != nil {
 		t.Errorf("default gates: %v", err)
 	}
 	for _, tc := range []struct {
@@ -76,8 +76,9 @@ func TestNewRefusesUnimplementedGates(t *testing.T) {
 	fts := defaultGates()
 	fts.EnableDRAListTypeAttributes = true
 	fts.EnableDRADeviceCompatibilityGroups = true
+	fts.EnableDRANodeAllocatableResources = true
 	_, err := New(context.Background(), nil, nil, fts)
-	for _, want := range []string{"DRADeviceCompatibilityGroups", "DRAListTypeAttributes", "--feature-gates=DRADeviceCompatibilityGroups=false,DRAListTypeAttributes=false"} {
+	for _, want := range []string{"DRADeviceCompatibilityGroups", "DRAListTypeAttributes", "DRANodeAllocatableResources", "--feature-gates=DRADeviceCompatibilityGroups=false,DRAListTypeAttributes=false,DRANodeAllocatableResources=false"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one containing %q", err, want)
 		}
