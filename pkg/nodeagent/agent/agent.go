@@ -117,7 +117,11 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	a := &Agent{opts: o, gpus: gpus, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
-		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir)})}
+		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir),
+			StatePath: filepath.Join(o.PluginDir, "health.json")})}
+	if err := a.monitor.Restore(ctx); err != nil {
+		logger.Error(err, "GPU health taints from before this start are lost; starting afresh")
+	}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
 		kubeletplugin.NodeName(o.NodeName),

@@ -33,6 +33,12 @@ type Options struct {
 	AckDir string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// StatePath is the file the monitor keeps its state in across
+	// restarts (persist.go); empty: none.
+	StatePath string
+	// BootIDPath tells one boot of the node from the next; default
+	// BootIDPath.
+	BootIDPath string
 }
 
 // Monitor keeps the health taints of a node's GPUs.
@@ -42,8 +48,9 @@ type Monitor struct {
 	opts    Options
 	changed chan struct{}
 
-	mu   sync.Mutex
-	gpus map[string]*gpuState
+	mu    sync.Mutex
+	gpus  map[string]*gpuState
+	saved []byte // the state last written to opts.StatePath
 }
 
 // New watches the GPUs with the given UUIDs.
@@ -53,6 +60,9 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.BootIDPath == "" {
+		o.BootIDPath = BootIDPath
 	}
 	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}}
 	for _, uuid := range uuids {
@@ -78,49 +88,113 @@ func (m *Monitor) Taints() map[string]resources.Taint {
 }
 
 // Run watches until ctx ends. NVML must stay initialized meanwhile.
+//
+// NVML's event wait fails at once, every time, while a GPU registered
+// with the set is lost (Xid 79): the other GPUs' Xids would go unseen.
+// So the set holds only GPUs that answer, and is made again when one is
+// lost or comes back.
 func (m *Monitor) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
 	if ret := m.lib.Init(); ret != nvml.SUCCESS {
 		return fmt.Errorf("health: NVML init: %s", nvml.ErrorString(ret))
 	}
 	defer m.lib.Shutdown()
-	set, ret := m.lib.EventSetCreate()
-	if ret != nvml.SUCCESS {
-		// Without events the probes still find lost GPUs.
-		logger.Info("No NVML event set, probing only", "reason", nvml.ErrorString(ret))
+	w, ok := m.watch(ctx)
+	if !ok {
 		m.probeOnly(ctx)
 		return nil
 	}
-	defer set.Free()
-	for _, uuid := range m.uuids {
-		d, ret := m.lib.DeviceGetHandleByUUID(uuid)
-		if ret != nvml.SUCCESS {
-			m.lost(ctx, uuid)
-			continue
-		}
-		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-			// Some GPUs (and vGPUs) do not deliver events: probing only.
-			logger.Info("No Xid events from GPU, probing only", "uuid", uuid, "reason", nvml.ErrorString(ret))
-		}
-	}
+	defer func() { w.set.Free() }()
 	// Probes are paced by the wall clock; taint ages use opts.Now.
 	next := time.Now()
 	for ctx.Err() == nil {
-		ev, ret := set.Wait(200)
+		ev, ret := w.set.Wait(200)
 		switch ret {
 		case nvml.SUCCESS:
 			m.event(ctx, ev)
 		case nvml.ERROR_TIMEOUT:
+		case nvml.ERROR_GPU_IS_LOST:
+			next = time.Now() // probe now: it taints the lost GPU
 		default:
-			logger.V(4).Info("Event wait", "result", nvml.ErrorString(ret))
+			klog.FromContext(ctx).V(4).Info("Event wait", "result", nvml.ErrorString(ret))
+			pause(ctx, waitErrorPause)
 		}
 		if now := time.Now(); !now.Before(next) {
 			m.Probe(ctx)
 			next = now.Add(m.opts.ProbeInterval)
+			if !m.watching(w) {
+				m.drain(ctx, w)
+				w.set.Free()
+				if w, ok = m.watch(ctx); !ok {
+					m.probeOnly(ctx)
+					return nil
+				}
+			}
 		}
 	}
 	return nil
 }
+
+// watched is an event set and the GPUs registered with it.
+type watched struct {
+	set  nvml.EventSet
+	gpus map[string]bool
+}
+
+// watch makes an event set for the Xids of the GPUs that answer; false
+// when NVML gives none (probes still find lost GPUs).
+func (m *Monitor) watch(ctx context.Context) (watched, bool) {
+	logger := klog.FromContext(ctx)
+	set, ret := m.lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		logger.Info("No NVML event set, probing only", "reason", nvml.ErrorString(ret))
+		return watched{}, false
+	}
+	w := watched{set: set, gpus: map[string]bool{}}
+	for _, uuid := range m.uuids {
+		d, ok := m.answers(uuid)
+		if !ok {
+			m.lost(ctx, uuid)
+			continue
+		}
+		w.gpus[uuid] = true
+		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
+			// Some GPUs (and vGPUs) do not deliver events: probing only.
+			logger.V(2).Info("No Xid events from GPU, probing only", "uuid", uuid, "reason", nvml.ErrorString(ret))
+		}
+	}
+	return w, true
+}
+
+// watching says whether w still holds exactly the GPUs that answer.
+func (m *Monitor) watching(w watched) bool {
+	for _, uuid := range m.uuids {
+		if _, ok := m.answers(uuid); ok != w.gpus[uuid] {
+			return false
+		}
+	}
+	return true
+}
+
+// drain handles the events still queued in w's set before it is freed.
+func (m *Monitor) drain(ctx context.Context, w watched) {
+	for {
+		ev, ret := w.set.Wait(0)
+		if ret != nvml.SUCCESS {
+			return
+		}
+		m.event(ctx, ev)
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// waitErrorPause is how long Run pauses after NVML's event wait fails.
+const waitErrorPause = time.Second
 
 // probeOnly probes every ProbeInterval until ctx ends.
 func (m *Monitor) probeOnly(ctx context.Context) {
@@ -156,6 +230,7 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.save(ctx)
 	s, ok := m.gpus[uuid]
 	if !ok {
 		return

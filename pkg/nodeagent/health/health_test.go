@@ -143,3 +143,43 @@ func TestProbesWithoutAnEventSet(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// After a GPU falls off the bus NVML's event wait fails at once, every
+// time, while that GPU is registered. The monitor watches the other GPUs
+// without it, so their Xids still taint them and it does not spin a core
+// until the node reboots.
+func TestLostGPULeavesTheOthersWatched(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuids := gpuUUIDs(t, lib)
+	m := health.New(lib, uuids, health.Options{Policy: config.Default().Health, ProbeInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	for !lib.Registered(5) {
+		time.Sleep(time.Millisecond)
+	}
+	lib.SetLost(2, true)
+	time.Sleep(time.Second)
+	waits := lib.EventWaits()
+	lib.InjectXid(5, 48)
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Taints()[uuids[5]].Value != "xid-48" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if taint := m.Taints()[uuids[2]]; taint.Value != "lost" {
+		t.Errorf("lost GPU's taint %+v, want lost", taint)
+	}
+	if taint := m.Taints()[uuids[5]]; taint.Value != "xid-48" {
+		t.Errorf("GPU 5's taint %+v after its Xid 48 while GPU 2 is lost, want xid-48", taint)
+	}
+	if waits > 20 {
+		t.Errorf("%d event waits in about a second with a lost GPU, want a 200ms wait each", waits)
+	}
+}

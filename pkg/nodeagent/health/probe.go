@@ -19,6 +19,9 @@ func (m *Monitor) Probe(ctx context.Context) {
 		}
 		m.recover(ctx, uuid, d)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.save(ctx)
 }
 
 // answers returns the GPU's handle when it answers.

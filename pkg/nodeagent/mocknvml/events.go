@@ -1,6 +1,7 @@
 package mocknvml
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ type events struct {
 	sets     []*eventSet
 	lost     map[int]bool
 	recovery map[int]nvml.DeviceGpuRecoveryAction
+	bySet    map[nvml.EventSet]*eventSet
+	waits    int
 }
 
 type eventSet struct {
@@ -26,24 +29,8 @@ type eventSet struct {
 }
 
 func newEvents(s *server.Server) *events {
-	e := &events{lost: map[int]bool{}, recovery: map[int]nvml.DeviceGpuRecoveryAction{}}
-	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
-		set := &eventSet{ch: make(chan nvml.EventData, 64), registered: map[nvml.Device]uint64{}}
-		e.mu.Lock()
-		e.sets = append(e.sets, set)
-		e.mu.Unlock()
-		return &mock.EventSet{
-			WaitFunc: func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
-				select {
-				case ev := <-set.ch:
-					return ev, nvml.SUCCESS
-				case <-time.After(time.Duration(timeoutMs) * time.Millisecond):
-					return nvml.EventData{}, nvml.ERROR_TIMEOUT
-				}
-			},
-			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
-		}, nvml.SUCCESS
-	}
+	e := &events{lost: map[int]bool{}, recovery: map[int]nvml.DeviceGpuRecoveryAction{}, bySet: map[nvml.EventSet]*eventSet{}}
+	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return e.newSet(s), nvml.SUCCESS }
 	for i, d := range s.Devices {
 		dev := d.(*server.Device)
 		dev.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
@@ -52,11 +39,16 @@ func newEvents(s *server.Server) *events {
 		dev.RegisterEventsFunc = func(types uint64, es nvml.EventSet) nvml.Return {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			for _, set := range e.sets {
-				set.mu.Lock()
-				set.registered[dev] |= types
-				set.mu.Unlock()
+			if e.lost[i] {
+				return nvml.ERROR_GPU_IS_LOST
 			}
+			set, ok := e.bySet[es]
+			if !ok {
+				return nvml.ERROR_INVALID_ARGUMENT
+			}
+			set.mu.Lock()
+			set.registered[dev] |= types
+			set.mu.Unlock()
 			return nvml.SUCCESS
 		}
 		// A lost GPU answers every query with ERROR_GPU_IS_LOST.
@@ -76,6 +68,50 @@ func newEvents(s *server.Server) *events {
 		e.wireRecovery(i, dev)
 	}
 	return e
+}
+
+// newSet is an event set. As the driver's after an Xid 79, its Wait
+// fails at once, every time, while a GPU registered with it is lost.
+func (e *events) newSet(s *server.Server) nvml.EventSet {
+	set := &eventSet{ch: make(chan nvml.EventData, 64), registered: map[nvml.Device]uint64{}}
+	ms := &mock.EventSet{}
+	ms.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		e.mu.Lock()
+		e.waits++
+		lost := false
+		set.mu.Lock()
+		for i, l := range e.lost {
+			lost = lost || l && set.registered[s.Devices[i]] != 0
+		}
+		set.mu.Unlock()
+		e.mu.Unlock()
+		select {
+		case ev := <-set.ch: // events queued before the loss
+			return ev, nvml.SUCCESS
+		default:
+		}
+		if lost {
+			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+		}
+		select {
+		case ev := <-set.ch:
+			return ev, nvml.SUCCESS
+		case <-time.After(time.Duration(timeoutMs) * time.Millisecond):
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		}
+	}
+	ms.FreeFunc = func() nvml.Return {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.sets = slices.DeleteFunc(e.sets, func(x *eventSet) bool { return x == set })
+		delete(e.bySet, ms)
+		return nvml.SUCCESS
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sets = append(e.sets, set)
+	e.bySet[ms] = set
+	return ms
 }
 
 func (e *events) isLost(i int) bool {
@@ -115,6 +151,13 @@ func (s *Server) SetLost(index int, lost bool) {
 	s.events.mu.Lock()
 	defer s.events.mu.Unlock()
 	s.events.lost[index] = lost
+}
+
+// EventWaits counts the calls of the event sets' Wait.
+func (s *Server) EventWaits() int {
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	return s.events.waits
 }
 
 // Registered tells whether some event set receives Xid events of GPU index.

@@ -1,0 +1,157 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
+)
+
+// The monitor's knowledge outlives the agent (a rollout, an OOM kill): a
+// fatal Xid's taint must not lift, nor a flapping GPU's history vanish,
+// because the agent restarted. It is written to Options.StatePath after
+// every change and read back by Restore. A node reboot resets every GPU,
+// so after one (the kernel's boot ID changed) a fatal taint counts as
+// reset; with fatalRecovery "operator" it still waits for the operator.
+
+// BootIDPath is where Linux says which boot this is.
+const BootIDPath = "/proc/sys/kernel/random/boot_id"
+
+const stateVersion = 1
+
+type stateFile struct {
+	Version int                 `json:"version"`
+	BootID  string              `json:"bootID,omitempty"`
+	GPUs    map[string]savedGPU `json:"gpus"`
+}
+
+// savedGPU is a gpuState as the file keeps it.
+type savedGPU struct {
+	Taint         *resources.Taint `json:"taint,omitempty"`
+	Last          time.Time        `json:"last"`
+	Onsets        []time.Time      `json:"onsets,omitempty"`
+	Flapping      bool             `json:"flapping,omitempty"`
+	Fatal         bool             `json:"fatal,omitempty"`
+	ActionPending bool             `json:"actionPending,omitempty"`
+	Lost          bool             `json:"lost,omitempty"`
+	Recovered     bool             `json:"recovered,omitempty"`
+}
+
+func (s *gpuState) saved() savedGPU {
+	return savedGPU{Taint: s.taint, Last: s.last, Onsets: s.onsets, Flapping: s.flapping, Fatal: s.fatal,
+		ActionPending: s.evidence.actionPending, Lost: s.evidence.lost, Recovered: s.evidence.recovered}
+}
+
+func (g savedGPU) state() *gpuState {
+	return &gpuState{taint: g.Taint, last: g.Last, onsets: g.Onsets, flapping: g.Flapping, fatal: g.Fatal,
+		evidence: evidence{actionPending: g.ActionPending, lost: g.Lost, recovered: g.Recovered}}
+}
+
+// Restore reads what an earlier run of the agent knew of these GPUs
+// (those it no longer sees are dropped). A missing file is a first
+// start. An unreadable one is an error, and the monitor starts afresh.
+func (m *Monitor) Restore(ctx context.Context) error {
+	if m.opts.StatePath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(m.opts.StatePath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("health state %s: %w", m.opts.StatePath, err)
+	}
+	var f stateFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("health state %s: %w", m.opts.StatePath, err)
+	}
+	if f.Version != stateVersion {
+		return fmt.Errorf("health state %s: version %d, this agent reads %d", m.opts.StatePath, f.Version, stateVersion)
+	}
+	rebooted := f.BootID != "" && f.BootID != m.bootID()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uuid, g := range f.GPUs {
+		if _, ok := m.gpus[uuid]; !ok {
+			continue
+		}
+		s := g.state()
+		if rebooted && s.fatal && !s.evidence.recovered && m.opts.Policy.FatalRecovery == config.RecoverOnReset {
+			s.evidence.recovered = true
+			klog.FromContext(ctx).Info("GPU recovered from a fatal Xid", "uuid", uuid, "evidence", "node rebooted")
+		}
+		m.gpus[uuid] = s
+		if s.taint != nil {
+			klog.FromContext(ctx).Info("GPU still tainted from before the agent restarted", "uuid", uuid, "reason", s.taint.Value, "effect", s.taint.Effect, "since", s.taint.Since)
+		}
+	}
+	m.saved, _ = m.encode()
+	return nil
+}
+
+// save writes the state when it changed. Callers hold m.mu.
+func (m *Monitor) save(ctx context.Context) {
+	if m.opts.StatePath == "" {
+		return
+	}
+	data, err := m.encode()
+	if err == nil && bytes.Equal(data, m.saved) {
+		return
+	}
+	if err == nil {
+		err = writeAtomically(m.opts.StatePath, data)
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Saving the GPUs' health state; a restart would forget it", "path", m.opts.StatePath)
+		return
+	}
+	m.saved = data
+}
+
+func (m *Monitor) encode() ([]byte, error) {
+	f := stateFile{Version: stateVersion, BootID: m.bootID(), GPUs: make(map[string]savedGPU, len(m.gpus))}
+	for uuid, s := range m.gpus {
+		f.GPUs[uuid] = s.saved()
+	}
+	return json.Marshal(f)
+}
+
+func (m *Monitor) bootID() string {
+	data, err := os.ReadFile(m.opts.BootIDPath)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// writeAtomically replaces path with data: a temporary file, synced and
+// renamed over it.
+func writeAtomically(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,95 @@
+package health
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+)
+
+// restart starts a new monitor on the same GPUs, state file and clock,
+// as a restarted agent does.
+func (f *fixture) restart(o Options) {
+	f.t.Helper()
+	if o.Policy.RecoverAfter.Duration == 0 {
+		o.Policy = config.Default().Health
+	}
+	o.Now = func() time.Time { return f.now }
+	f.m = New(f.lib, f.uuids, o)
+	if err := f.m.Restore(f.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func bootFile(t *testing.T, dir, id string) string {
+	t.Helper()
+	path := filepath.Join(dir, "boot_id")
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The agent restarts (a rollout, an OOM kill): taints, flap history and
+// the wait for a reset carry over. A reboot of the node counts as the
+// reset a fatal Xid waits for, unless an operator must acknowledge it.
+func TestTaintsOutliveTheAgent(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{StatePath: filepath.Join(dir, "health.json"), BootIDPath: bootFile(t, dir, "boot-1")}
+	f := newFixture(t, o)
+	f.xid(3, 48)  // fatal, no recovery action reported: waits for evidence
+	for range 3 { // GPU 5 flaps: three onsets within the hour
+		f.xid(5, 92)
+		f.after(6 * time.Minute)
+	}
+	f.xid(5, 92)
+	f.xid(4, 92) // NoSchedule
+	f.after(time.Second)
+
+	f.restart(o)
+	f.want(3, noExecute, "restarted, fatal Xid not reset")
+	f.want(4, noSchedule, "restarted 1s after the Xid")
+	f.want(5, noSchedule, "restarted, flapping")
+	f.after(10 * time.Minute)
+	f.want(3, noExecute, "10m later, still no reset")
+	f.want(4, untainted, "quiet for recoverAfter")
+	f.want(5, noSchedule, "flapping: waits out flapWindow")
+
+	// The node reboots.
+	o.BootIDPath = bootFile(t, dir, "boot-2")
+	f.restart(o)
+	f.want(3, noExecute, "just rebooted")
+	f.after(5 * time.Minute)
+	f.want(3, untainted, "rebooted, then quiet for recoverAfter")
+
+	// With fatalRecovery "operator" a reboot is not enough.
+	f.xid(6, 48)
+	f.after(time.Second)
+	o.BootIDPath = bootFile(t, dir, "boot-3")
+	o.Policy = config.Default().Health
+	o.Policy.FatalRecovery = config.RecoverByOperator
+	f.restart(o)
+	f.after(time.Hour)
+	f.want(6, noExecute, "rebooted, waiting for the operator")
+}
+
+// A state file that cannot be read is reported; the monitor starts with
+// healthy GPUs rather than not at all.
+func TestUnreadableHealthState(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "health.json")
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Options{StatePath: path})
+	if err := f.m.Restore(f.ctx); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Restore: %v, want an error naming %s", err, path)
+	}
+	f.want(0, untainted, "after an unreadable state")
+	f.xid(0, 48)
+	f.restart(Options{StatePath: path})
+	f.want(0, noExecute, "the state is written afresh")
+}
