@@ -139,13 +139,16 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		a.Stop()
 		return nil, err
 	}
-	if o.Config.CliqueLabel {
+	pending := slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending })
+	// While the fabric is set up the label is left as it is: awaitCliques
+	// sets it once the clique is known.
+	if o.Config.CliqueLabel && !pending {
 		if err := labelClique(ctx, o.KubeClient, o.NodeName, gpus); err != nil {
 			// The slices are out; the node is only missing its label.
 			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
 		}
 	}
-	if slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending }) {
+	if pending {
 		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)
 		a.wg.Add(1)
 		go func() {
@@ -157,7 +160,9 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	go func() {
 		defer a.wg.Done()
 		if err := a.monitor.Run(ctx); err != nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Health monitor stopped")
+			// Without its monitor the agent would keep telling the
+			// kubelet the last health it knew: stop, and be restarted.
+			a.HandleError(ctx, err, "Health monitor stopped")
 		}
 	}()
 	go func() {

@@ -29,7 +29,9 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
+	// The label an earlier run of the agent set stays while the fabric is
+	// set up again (after a reboot, say).
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1", Labels: map[string]string{contract.LabelClique: "earlier"}}})
 	// The API server refuses the label for a while once the fabric is up:
 	// the agent tries again.
 	var refuseLabels atomic.Bool
@@ -71,6 +73,9 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // several polls while the fabric is pending
 	if got := cliques(); got[0] != "" {
 		t.Fatalf("clique %q published while the fabric is being set up", got[0])
+	}
+	if node, err := client.CoreV1().Nodes().Get(ctx, "tray-1", metav1.GetOptions{}); err != nil || node.Labels[contract.LabelClique] != "earlier" {
+		t.Fatalf("node labels %v (%v) while the fabric is being set up, want the earlier clique label left alone", node.Labels, err)
 	}
 
 	refuseLabels.Store(true)

@@ -110,7 +110,10 @@ func Discover(lib nvml.Interface, opts Options) ([]GPU, error) {
 		devices = append(devices, d)
 		gpus = append(gpus, g)
 	}
-	if len(gpus) == 0 && count > 0 {
+	if count == 0 {
+		return nil, errors.New("NVML lists no GPU on this node")
+	}
+	if len(gpus) == 0 {
 		return nil, fmt.Errorf("no GPU of %d could be read: %w", count, errors.Join(errs...))
 	}
 	linkPeers(devices, gpus)

@@ -129,6 +129,13 @@ func TestDiscoverLeavesOutAGPUItCannotRead(t *testing.T) {
 	if _, err := discovery.Discover(lib, discovery.Options{}); err == nil || !strings.Contains(err.Error(), "no GPU of 8 could be read") {
 		t.Errorf("every GPU lost: %v", err)
 	}
+
+	// No GPU at all: an error too, rather than an empty pool that would
+	// delete the node's slices while the agent looks healthy.
+	lib.Devices = nil
+	if _, err := discovery.Discover(lib, discovery.Options{}); err == nil || !strings.Contains(err.Error(), "NVML lists no GPU") {
+		t.Errorf("no GPU: %v", err)
+	}
 }
 
 // A domain is named after its lowest GPU index, also when GPU 0 is left

@@ -65,8 +65,13 @@ func New(lib nvml.Interface, layout *resources.Layout, o Options) (*Preparer, er
 	return &Preparer{lib: lib, layout: layout, cdi: cache, path: o.CheckpointPath, claims: claims}, nil
 }
 
-// Close releases NVML.
-func (p *Preparer) Close() { p.lib.Shutdown() }
+// Close releases NVML once no prepare or unprepare is under way: the
+// kubelet plugin's gRPC server stops without waiting for its handlers.
+func (p *Preparer) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lib.Shutdown()
+}
 
 // Claims returns the checkpointed claims.
 func (p *Preparer) Claims() []Claim {
