@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Arguments are checked before any cluster is reached: a stray word or
@@ -33,9 +34,27 @@ func TestArgumentErrors(t *testing.T) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	var help strings.Builder
-	if err := run(context.Background(), []string{"nodes", "-h"}, &help); err != nil || !strings.Contains(help.String(), "usage: kubectl gputopo nodes") {
-		t.Errorf("nodes -h: %v, printed %q", err, help.String())
+	for _, args := range [][]string{{"nodes", "-h"}, {"--help"}, {"-h"}, {"help"}} {
+		var help strings.Builder
+		if err := run(context.Background(), args, &help); err != nil || !strings.Contains(help.String(), "usage: kubectl gputopo nodes") {
+			t.Errorf("%v: %v, printed %q", args, err, help.String())
+		}
+	}
+}
+
+// --request-timeout reads as kubectl's: a duration or a number of seconds.
+func TestRequestTimeout(t *testing.T) {
+	for v, want := range map[string]time.Duration{"30": 30 * time.Second, "0": 0, "1m": time.Minute, "250ms": 250 * time.Millisecond} {
+		var got requestTimeout
+		if err := got.Set(v); err != nil || time.Duration(got) != want {
+			t.Errorf("%q: %v, %v; want %v", v, time.Duration(got), err, want)
+		}
+	}
+	for _, v := range []string{"soon", "-5s", ""} {
+		var got requestTimeout
+		if err := got.Set(v); err == nil {
+			t.Errorf("%q accepted as %v", v, time.Duration(got))
+		}
 	}
 }
 
@@ -70,6 +89,7 @@ current-context: ctx
 		{[]string{"why", "train-0", "--kubeconfig", kubeconfig}, "/api/v1/namespaces/team-a/pods/train-0"},
 		{[]string{"why", "-n", "team-b", "train-0", "--kubeconfig", kubeconfig}, "/api/v1/namespaces/team-b/pods/train-0"},
 		{[]string{"why", "train-0", "-n", "team-b", "--kubeconfig", kubeconfig}, "/api/v1/namespaces/team-b/pods/train-0"},
+		{[]string{"why", "train-0", "--namespace=team-c", "--kubeconfig", kubeconfig, "--request-timeout=5"}, "/api/v1/namespaces/team-c/pods/train-0"},
 	} {
 		mu.Lock()
 		paths = nil

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +26,7 @@ import (
 )
 
 const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
-       kubectl gputopo why POD [-n NAMESPACE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
+       kubectl gputopo why POD [-n|--namespace NAMESPACE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
        kubectl gputopo report [--out FILE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
        kubectl gputopo version
 
@@ -51,6 +52,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if printVersion(args, out) {
 		return nil
 	}
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		_, err := fmt.Fprintln(out, usage)
+		return err
+	}
 	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why" && args[0] != "report") {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
@@ -59,7 +64,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.SetOutput(io.Discard) // errors are returned, help is the usage
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	timeout := fs.Duration("request-timeout", 30*time.Second, "how long one API request may take")
+	timeout := requestTimeout(30 * time.Second)
+	fs.Var(&timeout, "request-timeout", "how long one API request may take (30s, 1m; a plain number is seconds, as kubectl's)")
 	// Each command takes only its own flags: another's would be ignored.
 	var node, namespace, outFile *string
 	switch cmd {
@@ -67,6 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		node = fs.String("node", "", "only this node")
 	case "why":
 		namespace = fs.String("n", "", "the pod's namespace (default: the context's)")
+		fs.StringVar(namespace, "namespace", "", "the pod's namespace (as -n)")
 	case "report":
 		outFile = fs.String("out", "", "write the HTML page to this file (default: stdout)")
 	}
@@ -88,7 +95,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	cfg.Timeout = *timeout
+	cfg.Timeout = time.Duration(timeout)
 	// As kubectl: the API server's warnings (deprecated APIs) as plain
 	// "Warning:" lines on stderr, each once.
 	cfg.WarningHandler = restclient.NewWarningWriter(os.Stderr, restclient.WarningWriterOptions{Deduplicate: true})
@@ -109,6 +116,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return writeReport(ctx, client, cfg.Host, *outFile, out)
 	}
 	return inspect.Nodes(ctx, client, *node, out)
+}
+
+// requestTimeout reads --request-timeout as kubectl does: a duration, or
+// a plain number of seconds.
+type requestTimeout time.Duration
+
+func (t *requestTimeout) String() string { return time.Duration(*t).String() }
+
+func (t *requestTimeout) Set(v string) error {
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		*t = requestTimeout(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration (30s, 1m) or a number of seconds")
+	}
+	*t = requestTimeout(d)
+	return nil
 }
 
 // parseInterleaved parses flags before, between and after the positional

@@ -34,6 +34,10 @@ type Device struct {
 	// Holders: each claim allocated the device, as "ns/claim", with the
 	// pods it is reserved for and, for a share, the capacity taken.
 	Holders []string
+	// Taints its slice publishes (the node agent's health taints), as
+	// "key=value:effect": the scheduler leaves a tainted device to claims
+	// that tolerate it.
+	Taints []string
 }
 
 // Devices lists the devices of the slices (only those of node when not
@@ -52,13 +56,21 @@ func Devices(published []resourceapi.ResourceSlice, claims []resourceapi.Resourc
 			out = append(out, Device{
 				Node: n, Pool: s.Spec.Pool.Name, Name: d.Name,
 				Group: group(g), Type: attr(d, s.Spec.Driver, contract.AttrType), Model: model(d, s.Spec.Driver),
-				Holders: holders[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name],
+				Holders: holders[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name], Taints: taints(d),
 			})
 		}
 	}
 	slices.SortFunc(out, func(a, b Device) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Name, b.Name))
 	})
+	return out
+}
+
+func taints(d resourceapi.Device) []string {
+	var out []string
+	for _, t := range d.Taints {
+		out = append(out, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
+	}
 	return out
 }
 
@@ -134,14 +146,18 @@ func consumed(c map[resourceapi.QualifiedName]resource.Quantity) string {
 }
 
 // WriteDevices prints the devices as a table, one line per device and
-// holder; a free device says "free".
+// holder, then one per taint ("tainted key=value:effect"); a free device
+// says "free".
 func WriteDevices(w io.Writer, ds []Device) error {
 	var b strings.Builder
 	// Writes into a strings.Builder cannot fail.
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "NODE\tNVLINK DOMAIN\tDEVICE\tTYPE\tMODEL\tHELD BY")
 	for _, d := range ds {
-		holders := d.Holders
+		holders := slices.Clone(d.Holders)
+		for _, t := range d.Taints {
+			holders = append(holders, "tainted "+t)
+		}
 		if len(holders) == 0 {
 			holders = []string{"free"}
 		}

@@ -26,6 +26,12 @@ func device(name string, attrs map[string]string) resourceapi.Device {
 	return d
 }
 
+// tainted gives the device the node agent's health taint.
+func tainted(d resourceapi.Device, why string) resourceapi.Device {
+	d.Taints = []resourceapi.DeviceTaint{{Key: "gpu.nvidia.com/unhealthy", Value: why, Effect: resourceapi.DeviceTaintEffectNoExecute}}
+	return d
+}
+
 func allocated(ns, name, pod string, results ...resourceapi.DeviceRequestAllocationResult) resourceapi.ResourceClaim {
 	c := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}}}
@@ -50,7 +56,8 @@ func TestDevices(t *testing.T) {
 		slice("tray", device("gpu-1", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"}),
 			device("gpu-0", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"})),
 		slice("a100", device("gpu-0-mig-3g", map[string]string{"type": "mig", "parentUUID": "GPU-1", "productName": "NVIDIA A100", "profile": "3g.20gb"})),
-		slice("shared", device("gpu-0", map[string]string{"type": "gpu", "productName": "NVIDIA H200"})),
+		slice("shared", device("gpu-0", map[string]string{"type": "gpu", "productName": "NVIDIA H200"}),
+			tainted(device("gpu-1", map[string]string{"type": "gpu", "productName": "NVIDIA H200"}), "xid-48")),
 	}
 	claims := []resourceapi.ResourceClaim{
 		allocated("ml", "train", "train-0", result("tray", "gpu-0"), result("tray", "gpu-1")),
@@ -66,6 +73,7 @@ func TestDevices(t *testing.T) {
 		"NODE    NVLINK DOMAIN            DEVICE        TYPE  MODEL                HELD BY",
 		"a100    pcie                     gpu-0-mig-3g  mig   NVIDIA A100 3g.20gb  claim ml/infer",
 		"shared  nvlink nvswitch          gpu-0         gpu   NVIDIA H200          claim web/chat (share memory 16Gi) for pod web/chat-0",
+		"shared  nvlink nvswitch          gpu-1         gpu   NVIDIA H200          tainted gpu.nvidia.com/unhealthy=xid-48:NoExecute",
 		"tray    nvlink nvl72, clique c.1  gpu-0         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
 		"tray    nvlink nvl72, clique c.1  gpu-1         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
 	}
