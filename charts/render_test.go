@@ -167,6 +167,27 @@ func TestNodeAgentPrivilegeFollowsMIG(t *testing.T) {
 	}
 }
 
+// The clique label asked for either way (the chart's value or the
+// agent's own configuration) comes with the role that lets the agent
+// patch its node, and the policy that keeps it to that label.
+func TestCliqueLabelBringsItsRole(t *testing.T) {
+	for _, values := range []string{`nodeAgent: {cliqueLabel: true}`, `nodeAgent: {config: {cliqueLabel: true}}`} {
+		objs := renderValues(t, "gputopo-system", values)
+		y, _ := yaml.Marshal(objs["ConfigMap gputopo-system/gputopo-nodeagent"])
+		if !strings.Contains(string(y), "cliqueLabel: true") {
+			t.Errorf("values %q: agent configuration without cliqueLabel:\n%s", values, y)
+		}
+		var role, policy bool
+		for key := range objs {
+			role = role || strings.HasPrefix(key, "ClusterRole ") && strings.Contains(key, "clique")
+			policy = policy || strings.HasPrefix(key, "ValidatingAdmissionPolicy ") && strings.Contains(key, "clique")
+		}
+		if !role || !policy {
+			t.Errorf("values %q: node-patch role %v, admission policy %v; want both", values, role, policy)
+		}
+	}
+}
+
 // The images' tag is the release version (../VERSION).
 func TestAppVersionIsTheRelease(t *testing.T) {
 	raw, err := os.ReadFile("../VERSION")

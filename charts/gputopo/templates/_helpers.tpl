@@ -48,6 +48,16 @@ gputopo replaces it, so that the two are never active at once. */}}
 
 {{/* "true" when the node agent's config puts any GPU in MIG mode: only
 then does the agent get SYS_ADMIN and the MIG configuration devices. */}}
+{{/*
+gputopo.nodeAgentCliqueLabel: "true" when the agent labels its node
+with the clique, asked for by nodeAgent.cliqueLabel or in the agent's
+own configuration (nodeAgent.config.cliqueLabel): either way it needs
+the node-patch role and its admission policy.
+*/}}
+{{- define "gputopo.nodeAgentCliqueLabel" -}}
+{{- if or .Values.nodeAgent.cliqueLabel .Values.nodeAgent.config.cliqueLabel }}true{{ end -}}
+{{- end -}}
+
 {{- define "gputopo.nodeAgentMIG" -}}
 {{- $mig := eq (toString .Values.nodeAgent.config.defaultMode) "mig" -}}
 {{- range .Values.nodeAgent.config.gpus -}}
