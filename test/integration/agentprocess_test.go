@@ -109,10 +109,7 @@ func (c *cluster) daemonSetPod(node string) *v1.Pod {
 	// The template runs under the NVIDIA container runtime; the
 	// RuntimeClass admission plugin wants it to exist.
 	if rc := ds.Spec.Template.Spec.RuntimeClassName; rc != nil {
-		_, err := c.client.NodeV1().RuntimeClasses().Create(c.ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: *rc}, Handler: *rc}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			c.t.Fatal(err)
-		}
+		c.ensureRuntimeClass(*rc)
 	}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: ds.Name + "-", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
@@ -246,6 +243,16 @@ func TestNodeAgentProcess(t *testing.T) {
 	agent.stop(syscall.SIGTERM)
 	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
 		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
+	}
+}
+
+// ensureRuntimeClass creates the RuntimeClass, as installing NVIDIA's
+// container toolkit does (docs/install.md's requirements).
+func (c *cluster) ensureRuntimeClass(name string) {
+	c.t.Helper()
+	_, err := c.client.NodeV1().RuntimeClasses().Create(c.ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: name}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatal(err)
 	}
 }
 

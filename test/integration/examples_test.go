@@ -115,6 +115,7 @@ func TestManifestsAndArticleExamples(t *testing.T) {
 	// The example pods apply too (in their own namespace, with their
 	// templates); they are not scheduled against this fleet.
 	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "example-pods"}})
+	c.ensureRuntimeClass("nvidia") // the example pods run under NVIDIA's runtime
 	c.apply("../../manifests/examples", "example-pods")
 	for _, p := range c.apply("../../manifests/examples/pods", "example-pods") {
 		if !strings.HasPrefix(p, "pod/") {
