@@ -189,6 +189,12 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 	return claim, nil
 }
 
+func hasBindingConditions(claim *resourceapi.ResourceClaim) bool {
+	return claim.Status.Allocation != nil && slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
+		return len(r.BindingConditions) > 0
+	})
+}
+
 // sameDevices: two allocations of the same devices on the same nodes.
 func sameDevices(a, b *resourceapi.AllocationResult) bool {
 	return apiequality.Semantic.DeepEqual(a.Devices.Results, b.Devices.Results) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
@@ -212,6 +218,12 @@ func podClaimFor(pod *v1.Pod, claim *resourceapi.ResourceClaim) *v1.PodResourceC
 // reservation, and the next attempt's Filter and PostFilter deallocate
 // the claim so that it is allocated anew.
 func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod, s *stateData) error {
+	// As upstream: nothing to wait for without the binding-condition
+	// gates, or when no device of the pod's claims has conditions (its
+	// claims as just written; the claim cache may not hold a new one yet).
+	if !pl.features.DeviceBindingAndStatus || !slices.ContainsFunc(s.claims, hasBindingConditions) {
+		return nil
+	}
 	pending := func() (bool, error) {
 		for i, c := range s.claims {
 			claim, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name)
