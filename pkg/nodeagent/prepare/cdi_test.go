@@ -119,10 +119,13 @@ func TestEachContainerSeesItsOwnGPUs(t *testing.T) {
 	n := newNode(t, config.Whole)
 	ctx := context.Background()
 	cdiDir := filepath.Join(n.dir, "cdi")
-	extended, err := n.p.Prepare(ctx, claim("ext").extendedResource().
+	// Container 0 asks for nvidia.com/gpu: 2, container 1 for one GPU
+	// each of two resources mapped to the driver's classes.
+	ext := claim("ext").extendedResource().
 		result("container-0-request-0", "gpu-0").result("container-0-request-0", "gpu-1").
 		result("container-1-request-0", "gpu-2").
-		result("container-1-request-1", "gpu-3").obj())
+		result("container-1-request-1", "gpu-3").obj()
+	extended, err := n.p.Prepare(ctx, ext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +168,7 @@ func TestEachContainerSeesItsOwnGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.restart(t)
-	again, err := n.p.Prepare(ctx, claim("ext").extendedResource().
-		result("container-0-request-0", "gpu-0").result("container-0-request-0", "gpu-1").
-		result("container-1-request-0", "gpu-2").
-		result("container-1-request-1", "gpu-3").obj())
+	again, err := n.p.Prepare(ctx, ext)
 	if err != nil {
 		t.Fatal(err)
 	}
