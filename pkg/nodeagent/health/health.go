@@ -48,6 +48,8 @@ type Monitor struct {
 	opts    Options
 	changed chan struct{}
 
+	boot string // this boot's ID (persist.go)
+
 	mu    sync.Mutex
 	gpus  map[string]*gpuState
 	saved []byte // the state last written to opts.StatePath
@@ -64,7 +66,7 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 	if o.BootIDPath == "" {
 		o.BootIDPath = BootIDPath
 	}
-	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}}
+	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: readBootID(o.BootIDPath)}
 	for _, uuid := range uuids {
 		m.gpus[uuid] = &gpuState{}
 	}

@@ -78,7 +78,7 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	if f.Version != stateVersion {
 		return fmt.Errorf("health state %s: version %d, this agent reads %d", m.opts.StatePath, f.Version, stateVersion)
 	}
-	rebooted := f.BootID != "" && f.BootID != m.bootID()
+	rebooted := f.BootID != "" && f.BootID != m.boot
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uuid, g := range f.GPUs {
@@ -119,15 +119,16 @@ func (m *Monitor) save(ctx context.Context) {
 }
 
 func (m *Monitor) encode() ([]byte, error) {
-	f := stateFile{Version: stateVersion, BootID: m.bootID(), GPUs: make(map[string]savedGPU, len(m.gpus))}
+	f := stateFile{Version: stateVersion, BootID: m.boot, GPUs: make(map[string]savedGPU, len(m.gpus))}
 	for uuid, s := range m.gpus {
 		f.GPUs[uuid] = s.saved()
 	}
 	return json.Marshal(f)
 }
 
-func (m *Monitor) bootID() string {
-	data, err := os.ReadFile(m.opts.BootIDPath)
+// readBootID is this boot's ID, "" when it cannot be read.
+func readBootID(path string) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
