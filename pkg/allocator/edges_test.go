@@ -179,3 +179,41 @@ func TestEdgeParity(t *testing.T) {
 		})
 	}
 }
+
+// Two inputs a review found, valid per the API, where the engine
+// disagreed with upstream: a firstAvailable alternative asking for more
+// devices than an int32 holds (upstream skips it for the next one), and an
+// attribute written short on some devices of a driver and fully qualified
+// on others (a matchAttribute constraint reads both; the twin skipping
+// took the short one for an identity and skipped the device it needed).
+func TestParityOnHugeCountsAndMixedAttributeKeys(t *testing.T) {
+	one := attributed("d0", nil)
+	huge := resourceapi.DeviceRequest{Name: "r", FirstAvailable: []resourceapi.DeviceSubRequest{
+		{Name: "big", DeviceClassName: "any", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1 << 31},
+		{Name: "one", DeviceClassName: "any", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+	}}
+	short := func(name, model string) resourceapi.Device {
+		return attributed(name, map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"model": str(model)})
+	}
+	full := attributed("d3", map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{edgeDriver + "/model": str("b")})
+	sameModel := exact("r", "any", 2)
+	claim := claimOf("c", sameModel)
+	claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(edgeDriver + "/model"))}}
+	mixed := edgeProblem(DefaultFeatures(), []*resourceapi.ResourceSlice{edgeSlice("p", "p", "node-0", 1, short("d1", "a"), short("d2", "b"), full)})
+	mixed.claims = []*resourceapi.ResourceClaim{claim}
+	for name, p := range map[string]*problem{
+		"huge count in a subrequest": edgeProblem(DefaultFeatures(), []*resourceapi.ResourceSlice{edgeSlice("p", "p", "node-0", 1, one)}, huge),
+		"mixed attribute keys":       mixed,
+	} {
+		if err := checkAgainstUpstream(p); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, out, err := ourAllocate(p, DefaultPolicy()); out != outcomeOK {
+			t.Errorf("%s: %s (%v), want allocated as upstream does", name, out, err)
+		}
+	}
+}
+
+func attributed(name string, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) resourceapi.Device {
+	return resourceapi.Device{Name: name, Attributes: attrs}
+}

@@ -155,7 +155,10 @@ func (s *Session) newReq(claim *resourceapi.ResourceClaim, ci, gi, si int, base,
 	q.class = class
 	switch spec.mode {
 	case resourceapi.DeviceAllocationModeExactCount:
-		if spec.count > math.MaxInt32 {
+		// As upstream: only what an int cannot hold is refused here; a
+		// count past the result limit fails the search of that request
+		// (a firstAvailable alternative is then skipped).
+		if spec.count > math.MaxInt {
 			return nil, bad("exact count %d is too large", spec.count)
 		}
 		q.count = int(spec.count)

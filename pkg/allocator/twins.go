@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -121,11 +123,15 @@ func (f linkFields) normalize(g topology.GPU) linkKey {
 
 // identityAttributes lists the attributes whose values differ on every
 // device of the node that has them.
+// Names are fully qualified (qualifiedName): a constraint on
+// "gpu.example.com/model" reads a short "model" of that driver's devices
+// and the full key of any device alike.
 func identityAttributes(devices []*device) map[resourceapi.QualifiedName]bool {
 	values := make(map[resourceapi.QualifiedName]map[string]bool)
 	distinct := make(map[resourceapi.QualifiedName]bool)
 	for _, d := range devices {
-		for name, a := range d.api.Attributes {
+		for short, a := range d.api.Attributes {
+			name := qualifiedName(d, short)
 			seen := values[name]
 			if seen == nil {
 				seen = make(map[string]bool)
@@ -140,6 +146,15 @@ func identityAttributes(devices []*device) map[resourceapi.QualifiedName]bool {
 		}
 	}
 	return distinct
+}
+
+// qualifiedName is the attribute's name with its domain: a short name is
+// in the device's driver's domain.
+func qualifiedName(d *device, name resourceapi.QualifiedName) resourceapi.QualifiedName {
+	if strings.Contains(string(name), "/") {
+		return name
+	}
+	return resourceapi.QualifiedName(d.slice.Spec.Driver + "/" + string(name))
 }
 
 func attributeKey(a resourceapi.DeviceAttribute) string {
@@ -173,14 +188,15 @@ type twinAttribute struct {
 // when it cannot be written down.
 func twinKey(pool int32, d *device, links linkKey, identity map[resourceapi.QualifiedName]bool) (string, bool) {
 	attrs := make([]twinAttribute, 0, len(d.api.Attributes))
-	for _, name := range sortedKeys(d.api.Attributes) {
-		a := twinAttribute{Name: name}
-		if !identity[name] {
-			v := d.api.Attributes[name]
+	for _, key := range sortedKeys(d.api.Attributes) {
+		a := twinAttribute{Name: qualifiedName(d, key)}
+		if !identity[a.Name] {
+			v := d.api.Attributes[key]
 			a.Value = &v
 		}
 		attrs = append(attrs, a)
 	}
+	slices.SortStableFunc(attrs, func(a, b twinAttribute) int { return strings.Compare(string(a.Name), string(b.Name)) })
 	b, err := json.Marshal(struct {
 		Pool                     int32
 		Driver                   string
