@@ -134,6 +134,12 @@ func (g *gen) attrs(model bool) map[resourceapi.QualifiedName]resourceapi.Device
 		// Same attribute name, other type: constraints must not match.
 		a["mem"] = resourceapi.DeviceAttribute{StringValue: ptr.To("40")}
 	}
+	if v, ok := a["model"]; ok && g.chance(0.1) {
+		// The same attribute fully qualified: CEL and constraints read
+		// both forms alike (twin skipping must too).
+		delete(a, "model")
+		a["gpu.example.com/model"] = v
+	}
 	return a
 }
 
