@@ -87,7 +87,11 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 			continue
 		}
 		d.gpus += g.GPUs
-		d.free += g.Free
+		if !node.Spec.Unschedulable {
+			// A cordoned node's free GPUs take no new pod: a rack
+			// drained for maintenance is not the emptiest clique.
+			d.free += g.Free
+		}
 	}
 	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })
 	return out

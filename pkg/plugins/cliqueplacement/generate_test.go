@@ -75,6 +75,26 @@ func TestSelectedDomain(t *testing.T) {
 	}
 }
 
+func cordoned(ni fwk.NodeInfo) fwk.NodeInfo {
+	ni.Node().Spec.Unschedulable = true
+	return ni
+}
+
+// A placement that runs more of the group beats any that runs fewer,
+// however tightly the latter fills its clique: a gang of 6 pods of 4 GPUs
+// with minCount 4 placed 4 in a clique left with nothing free, or all 6 in
+// one that keeps 48 free.
+func TestMorePodsPlacedWins(t *testing.T) {
+	tight := rawScore(2, 0)
+	roomy := rawScore(0, linkStepsPerGPU*48+fragmentationSteps*8*72)
+	if tight >= roomy {
+		t.Errorf("4 of 6 pods in a full clique scores %d, all 6 in a roomy one %d: want the roomy one higher", tight, roomy)
+	}
+	if rawScore(0, 0) != 0 || rawScore(0, 1) >= 0 {
+		t.Errorf("scores %d, %d: want 0 for a perfect placement and less for any penalty", rawScore(0, 0), rawScore(0, 1))
+	}
+}
+
 func TestGroupDomains(t *testing.T) {
 	key := contract.LabelClique
 	nodes := []fwk.NodeInfo{
@@ -83,12 +103,14 @@ func TestGroupDomains(t *testing.T) {
 		nodeInfo("t2", map[string]string{"fleet": "a", key: "c.2"}),     // label only (device plugin)
 		nodeInfo("t3", map[string]string{"fleet": "a"}),                 // trays disagree
 		nodeInfo("t4", map[string]string{"fleet": "b"}),                 // pods cannot use it
+		cordoned(nodeInfo("t5", map[string]string{"fleet": "a"})),       // its free GPUs take no pod
 	}
 	gpus := map[string]*topology.NodeGPUs{
 		"t0": {GPUs: 4, Free: 4, Clique: "c.1"},
 		"t1": {GPUs: 4, Free: 1, Clique: "c.1"},
 		"t3": {GPUs: 4, Free: 4, Conflict: []string{"c.1", "c.2"}},
 		"t4": {GPUs: 4, Free: 4, Clique: "c.1"},
+		"t5": {GPUs: 4, Free: 4, Clique: "c.1"},
 	}
 	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus)
 	type summary struct {
@@ -106,7 +128,7 @@ func TestGroupDomains(t *testing.T) {
 		sums = append(sums, s)
 	}
 	want := []summary{
-		{Name: "c.1", Nodes: []string{"t0", "t1"}, GPUs: 8, Free: 5},
+		{Name: "c.1", Nodes: []string{"t0", "t1", "t5"}, GPUs: 12, Free: 5},
 		{Name: "c.2", Nodes: []string{"t2"}, UnknownGPUs: true},
 	}
 	if diff := cmp.Diff(want, sums); diff != "" {
@@ -188,9 +210,12 @@ func TestNormalizePlacementScore(t *testing.T) {
 		name      string
 		raw, want []int64
 	}{
-		{"spread", []int64{-160, 0, -80}, []int64{0, 100, 50}},
+		{"spread", []int64{-160, 0, -80}, []int64{1, 100, 50}},
 		{"equal", []int64{-16, -16}, []int64{100, 100}},
 		{"one", []int64{-3}, []int64{100}},
+		// A placement that leaves a pod unplaced loses and does not
+		// flatten the others.
+		{"one pod unplaced", []int64{-160, rawScore(1, 0), -80, 0}, []int64{1, 0, 50, 100}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,12 +21,23 @@ const (
 	migGPU = 49
 )
 
-// ScorePlacement rates a feasible placement: the fewer of its clique's
-// free GPUs the group leaves behind, the better (whole cliques stay free
-// for the groups that need them); then the fewer link-class steps its
-// multi-GPU claims lost against the best their nodes offered, and the
-// less its shares and MIG partitions fragmented their GPUs. Raw scores
-// are at most 0; NormalizePlacementScore maps them onto [0, MaxScore].
+// unplacedPodSteps is the penalty of each of the group's pods a
+// placement leaves unplaced: more than every other penalty together (a
+// clique's free GPUs left behind, link steps, fragmentation), so that a
+// placement that runs more of the group always wins. A gang trial
+// succeeds once minCount pods fit, and the pods left over are then held
+// to the chosen clique: the tightest clique that fits only minCount must
+// not beat one that fits the whole group (upstream's PodGroupPodsCount
+// ranks by pods placed too, at weight 1 against this plugin's 10).
+const unplacedPodSteps = 1e6
+
+// ScorePlacement rates a feasible placement: the more of the group's
+// pods it places, the better; then the fewer of its clique's free GPUs
+// the group leaves behind (whole cliques stay free for the groups that
+// need them); then the fewer link-class steps its multi-GPU claims lost
+// against the best their nodes offered, and the less its shares and MIG
+// partitions fragmented their GPUs. Raw scores are at most 0;
+// NormalizePlacementScore maps them onto [0, MaxScore].
 func (pl *CliquePlacement) ScorePlacement(_ context.Context, state fwk.PlacementCycleState, pg fwk.PodGroupInfo, a *fwk.PodGroupAssignments) (int64, *fwk.Status) {
 	free, ok := freeBefore(state, a.Placement)
 	if !ok {
@@ -45,8 +56,18 @@ func (pl *CliquePlacement) ScorePlacement(_ context.Context, state fwk.Placement
 		penalty += fragmentationSteps * max(q.MIGPlaceableBefore-q.MIGPlaceable, 0) / migGPU
 	}
 	penalty += float64(linkStepsPerGPU * max(free-used, 0))
-	return -int64(math.Round(10 * penalty)), nil
+	unplaced := max(len(pg.GetUnscheduledPods())-len(a.ProposedAssignments), 0)
+	return rawScore(unplaced, penalty), nil
 }
+
+// rawScore is the placement's score in tenths of steps, at most 0. The
+// other penalties are capped below one unplaced pod's.
+func rawScore(unplaced int, penalty float64) int64 {
+	return -int64(math.Round(10 * (unplacedPodSteps*float64(unplaced) + min(penalty, unplacedPodSteps-1))))
+}
+
+// unplacedOf reads the number of unplaced pods back from a raw score.
+func unplacedOf(raw int64) int64 { return -raw / (10 * unplacedPodSteps) }
 
 func freeBefore(state fwk.PlacementCycleState, p *fwk.Placement) (int, bool) {
 	if state == nil || p == nil {
@@ -71,22 +92,34 @@ func freeBefore(state fwk.PlacementCycleState, p *fwk.Placement) (int, bool) {
 // PlacementScoreExtensions returns the plugin: it normalizes its scores.
 func (pl *CliquePlacement) PlacementScoreExtensions() fwk.PlacementScoreExtensions { return pl }
 
-// NormalizePlacementScore maps the raw scores linearly onto [MinScore,
-// MaxScore], best onto MaxScore; equal scores all get MaxScore.
+// NormalizePlacementScore maps the raw scores of the placements that
+// leave the fewest pods unplaced linearly onto [MinScore+1, MaxScore],
+// best onto MaxScore (equal scores all get MaxScore), and gives those
+// that leave more unplaced MinScore: they lose, and their huge penalty
+// does not squeeze the others' differences away.
 func (pl *CliquePlacement) NormalizePlacementScore(_ context.Context, _ fwk.PodGroupCycleState, _ fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
 	if len(scores) == 0 {
 		return nil
 	}
-	lo, hi := scores[0].Score, scores[0].Score
+	fewest := unplacedOf(scores[0].Score)
 	for _, s := range scores {
-		lo, hi = min(lo, s.Score), max(hi, s.Score)
+		fewest = min(fewest, unplacedOf(s.Score))
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, s := range scores {
+		if unplacedOf(s.Score) == fewest {
+			lo, hi = min(lo, s.Score), max(hi, s.Score)
+		}
 	}
 	for i := range scores {
-		if hi == lo {
+		switch {
+		case unplacedOf(scores[i].Score) != fewest:
+			scores[i].Score = fwk.MinScore
+		case hi == lo:
 			scores[i].Score = fwk.MaxScore
-			continue
+		default:
+			scores[i].Score = fwk.MinScore + 1 + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore-1)/(hi-lo)
 		}
-		scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
 	}
 	return nil
 }
