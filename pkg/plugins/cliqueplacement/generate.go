@@ -184,7 +184,16 @@ func candidates(domains []*domain, key string, need int, pinned, selected string
 	}
 	msg := fmt.Sprintf("the pod group needs at least %d free GPUs %s", need, where)
 	if most < 0 {
-		msg += fmt.Sprintf(", and no node has a %s domain", key)
+		// No domain at all among the nodes the pods may run on: missing
+		// labels, or the pods' nodeSelector and affinity rule them out.
+		switch {
+		case pinned != "":
+			msg = fmt.Sprintf("the pod group's scheduled pods run in %s %s, and no node its other pods may run on is in it", key, pinned)
+		case selected != "":
+			msg = fmt.Sprintf("the pod group's pods select %s %s, and no node they may run on is in it", key, selected)
+		default:
+			msg = fmt.Sprintf("no node the pod group's pods may run on (by their nodeSelector and affinity) is in a %s domain", key)
+		}
 	} else {
 		msg += fmt.Sprintf("; the most free in one is %d", most)
 	}

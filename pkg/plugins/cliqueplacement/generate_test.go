@@ -153,7 +153,7 @@ func TestCandidatesAndBestFit(t *testing.T) {
 		{name: "pinned", need: 12, pinned: "c", max: 4, want: []string{"c"}},
 		{name: "pinned without room", need: 48, pinned: "c", max: 4, wantErr: "needs at least 48 free GPUs in nvidia.com/gpu.clique c, where the group's scheduled pods run; the most free in one is 40"},
 		{name: "selected", need: 4, selected: "b", max: 4, want: []string{"b"}},
-		{name: "selected unknown", need: 4, selected: "x", max: 4, wantErr: "which its pods select, and no node has a nvidia.com/gpu.clique domain"},
+		{name: "selected unknown", need: 4, selected: "x", max: 4, wantErr: "the pod group's pods select nvidia.com/gpu.clique x, and no node they may run on is in it"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
