@@ -10,16 +10,40 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// groupNeed is a lower bound of the whole GPUs a group still needs to
-// be placeable: the smallest demands of as many pods as the group must
-// still place (its gang's minCount less the pods already scheduled, at
-// least one). A claim several of its pods share is counted for none of
-// them: which of them takes it is not known, and counting it per pod
-// would overstate the need.
-func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) int {
+// demand is a lower bound of what a group still needs to be placeable:
+// gpus whole GPUs in the domain, of which pods pods take at least
+// smallest each, on one node each (a pod's GPUs are on its node).
+type demand struct {
+	gpus, pods, smallest int
+}
+
+// fitsIn says whether a domain's nodes, with these free GPUs each, may
+// hold the demand: enough GPUs, and enough room on single nodes.
+func (d demand) fitsIn(free int, nodeFree []int) bool {
+	return free >= d.gpus && d.places(nodeFree) >= d.pods
+}
+
+// places counts the pods of at least d.smallest GPUs the nodes can hold.
+func (d demand) places(nodeFree []int) int {
+	if d.pods == 0 {
+		return 0
+	}
+	n := 0
+	for _, f := range nodeFree {
+		n += f / d.smallest
+	}
+	return n
+}
+
+// groupNeed is the demand of as many pods as the group must still place
+// (its gang's minCount less the pods already scheduled, at least one),
+// those with the smallest demands. A claim several of its pods share is
+// counted for none of them: which of them takes it is not known, and
+// counting it per pod would overstate the need.
+func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand {
 	pods := pg.GetUnscheduledPods()
 	if len(pods) == 0 {
-		return 0
+		return demand{}
 	}
 	shared := sharedClaims(pods)
 	demands := make([]int, len(pods))
@@ -31,9 +55,15 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) int {
 	if g := pg.GetPodGroup(); g != nil && g.Spec.SchedulingPolicy.Gang != nil {
 		k = max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-scheduled, 1)
 	}
-	need := 0
+	var need demand
 	for _, d := range demands[:min(k, len(demands))] {
-		need += d
+		need.gpus += d
+		if d > 0 {
+			need.pods++
+			if need.smallest == 0 {
+				need.smallest = d
+			}
+		}
 	}
 	return need
 }

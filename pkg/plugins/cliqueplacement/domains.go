@@ -23,7 +23,8 @@ type domain struct {
 	nodes       []fwk.NodeInfo
 	gpus        int
 	free        int
-	unknownGPUs bool // some node publishes no GPUs in DRA (device plugin)
+	nodeFree    []int // free whole GPUs per schedulable node
+	unknownGPUs bool  // some node publishes no GPUs in DRA (device plugin)
 }
 
 // wholeGPUs reads every node's whole GPUs, free ones and clique from the
@@ -91,6 +92,7 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 			// A cordoned node's free GPUs take no new pod: a rack
 			// drained for maintenance is not the emptiest clique.
 			d.free += g.Free
+			d.nodeFree = append(d.nodeFree, g.Free)
 		}
 	}
 	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })

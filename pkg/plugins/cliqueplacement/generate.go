@@ -58,7 +58,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, status
 	}
 	chosen := candidates
-	if need > 0 {
+	if need.gpus > 0 {
 		// Groups without GPUs are tried everywhere, as the in-tree
 		// generator tries them: nothing tells which domain fits.
 		chosen = pl.bestFit(candidates)
@@ -71,7 +71,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	}
 	state.Write(stateKey, g)
 	if v := logger.V(4); v.Enabled() {
-		v.Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need, "candidates", len(candidates), "proposed", names(chosen))
+		v.Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need.gpus, "needPods", need.pods, "candidates", len(candidates), "proposed", names(chosen))
 	}
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
 }
@@ -158,15 +158,18 @@ func (pl *CliquePlacement) pinnedDomain(logger klog.Logger, scheduled []*v1.Pod,
 // or selected one if any, with at least need free whole GPUs (domains
 // with GPUs the DRA state does not show are kept: their room is
 // unknown).
-func candidates(domains []*domain, key string, need int, pinned, selected string) ([]*domain, *fwk.Status) {
+func candidates(domains []*domain, key string, need demand, pinned, selected string) ([]*domain, *fwk.Status) {
 	var out []*domain
-	most := -1
+	most, mostPlaces := -1, 0
 	for _, d := range domains {
 		if (pinned != "" && d.name != pinned) || (selected != "" && d.name != selected) {
 			continue
 		}
 		most = max(most, d.free)
-		if d.free >= need || d.unknownGPUs {
+		if d.free >= need.gpus {
+			mostPlaces = max(mostPlaces, need.places(d.nodeFree))
+		}
+		if need.fitsIn(d.free, d.nodeFree) || d.unknownGPUs {
 			out = append(out, d)
 		}
 	}
@@ -182,7 +185,7 @@ func candidates(domains []*domain, key string, need int, pinned, selected string
 	default:
 		where = fmt.Sprintf("in one %s domain", key)
 	}
-	msg := fmt.Sprintf("the pod group needs at least %d free GPUs %s", need, where)
+	msg := fmt.Sprintf("the pod group needs at least %d free GPUs %s", need.gpus, where)
 	if most < 0 {
 		// No domain at all among the nodes the pods may run on: missing
 		// labels, or the pods' nodeSelector and affinity rule them out.
@@ -194,6 +197,9 @@ func candidates(domains []*domain, key string, need int, pinned, selected string
 		default:
 			msg = fmt.Sprintf("no node the pod group's pods may run on (by their nodeSelector and affinity) is in a %s domain", key)
 		}
+	} else if most >= need.gpus {
+		// Enough GPUs, too few on single nodes (trays half used).
+		msg += fmt.Sprintf(", %d pods of at least %d on one node each; the most such pods one holds is %d", need.pods, need.smallest, mostPlaces)
 	} else {
 		msg += fmt.Sprintf("; the most free in one is %d", most)
 	}

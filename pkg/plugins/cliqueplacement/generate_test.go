@@ -136,6 +136,34 @@ func TestGroupDomains(t *testing.T) {
 	}
 }
 
+// A clique whose free GPUs are scattered one or two per tray holds no
+// pod of four GPUs: it is not proposed, and a clique of whole free trays
+// is, though maxPlacements keeps only the best fits and the emptiest.
+func TestCandidatesNeedRoomOnSingleNodes(t *testing.T) {
+	scattered := func(name string) *domain {
+		return &domain{name: name, free: 10, nodeFree: []int{2, 2, 1, 1, 2, 2}}
+	}
+	doms := []*domain{scattered("a"), scattered("b"), scattered("c"), {name: "d", free: 40, nodeFree: []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
+		{name: "e", free: 72, nodeFree: []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}}}
+	need := demand{gpus: 8, pods: 2, smallest: 4}
+	cands, status := candidates(doms, contract.LabelClique, need, "", "")
+	if status != nil {
+		t.Fatal(status)
+	}
+	pl := &CliquePlacement{args: &config.GPUCliquePlacementArgs{MaxPlacements: 4}}
+	var got []string
+	for _, d := range pl.bestFit(cands) {
+		got = append(got, d.name)
+	}
+	if diff := cmp.Diff([]string{"d", "e"}, got); diff != "" {
+		t.Errorf("proposed (-want +got):\n%s", diff)
+	}
+	_, status = candidates(doms[:3], contract.LabelClique, need, "", "")
+	if want := "needs at least 8 free GPUs in one nvidia.com/gpu.clique domain, 2 pods of at least 4 on one node each; the most such pods one holds is 0"; status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), want) {
+		t.Errorf("status %v, want Unschedulable with %q", status, want)
+	}
+}
+
 func TestCandidatesAndBestFit(t *testing.T) {
 	doms := []*domain{{name: "a", free: 72}, {name: "b", free: 8}, {name: "c", free: 40}, {name: "d", free: 16}, {name: "e", unknownGPUs: true}}
 	tests := []struct {
@@ -157,7 +185,7 @@ func TestCandidatesAndBestFit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cands, status := candidates(doms, contract.LabelClique, tc.need, tc.pinned, tc.selected)
+			cands, status := candidates(doms, contract.LabelClique, demand{gpus: tc.need}, tc.pinned, tc.selected)
 			if tc.wantErr != "" {
 				if status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), tc.wantErr) {
 					t.Fatalf("status %v, want Unschedulable with %q", status, tc.wantErr)
