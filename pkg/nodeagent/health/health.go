@@ -9,6 +9,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -121,9 +122,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 			pause(ctx, waitErrorPause)
 		}
 		if now := time.Now(); !now.Before(next) {
-			m.Probe(ctx)
+			answered := m.probe(ctx)
 			next = now.Add(m.opts.ProbeInterval)
-			if !m.watching(w) {
+			if !maps.Equal(answered, w.gpus) {
 				m.drain(ctx, w)
 				w.set.Free()
 				if w, ok = m.watch(ctx); !ok {
@@ -165,16 +166,6 @@ func (m *Monitor) watch(ctx context.Context) (watched, bool) {
 		}
 	}
 	return w, true
-}
-
-// watching says whether w still holds exactly the GPUs that answer.
-func (m *Monitor) watching(w watched) bool {
-	for _, uuid := range m.uuids {
-		if _, ok := m.answers(uuid); ok != w.gpus[uuid] {
-			return false
-		}
-	}
-	return true
 }
 
 // drain handles the events still queued in w's set before it is freed.

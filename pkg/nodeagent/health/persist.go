@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/pkg/nodeagent/atomicfile"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
@@ -109,7 +109,7 @@ func (m *Monitor) save(ctx context.Context) {
 		return
 	}
 	if err == nil {
-		err = writeAtomically(m.opts.StatePath, data)
+		err = atomicfile.Write(m.opts.StatePath, data)
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Saving the GPUs' health state; a restart would forget it", "path", m.opts.StatePath)
@@ -133,26 +133,4 @@ func readBootID(path string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
-}
-
-// writeAtomically replaces path with data: a temporary file, synced and
-// renamed over it.
-func writeAtomically(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

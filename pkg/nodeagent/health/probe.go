@@ -10,18 +10,24 @@ import (
 
 // Probe asks every GPU whether it answers, taints lost ones, looks for
 // evidence of recovery and lifts the taints the rules allow (state.go).
-func (m *Monitor) Probe(ctx context.Context) {
+func (m *Monitor) Probe(ctx context.Context) { m.probe(ctx) }
+
+// probe is Probe, and returns the GPUs that answered.
+func (m *Monitor) probe(ctx context.Context) map[string]bool {
+	answered := make(map[string]bool, len(m.uuids))
 	for _, uuid := range m.uuids {
 		d, ok := m.answers(uuid)
 		if !ok {
 			m.lost(ctx, uuid)
 			continue
 		}
+		answered[uuid] = true
 		m.recover(ctx, uuid, d)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.save(ctx)
+	return answered
 }
 
 // answers returns the GPU's handle when it answers.

@@ -48,10 +48,10 @@ func (p *Preparer) specName(claimUID string) string {
 // assignCDIDevices names each device's CDI devices (see above).
 func (p *Preparer) assignCDIDevices(c *Claim, extendedResource bool) {
 	perContainer := extendedResource
-	for _, d := range c.Devices {
-		if _, ok := containerOf(d); !ok {
-			perContainer = false
-		}
+	containers := make([]int, len(c.Devices))
+	for i, d := range c.Devices {
+		ci, ok := containerOf(d)
+		containers[i], perContainer = ci, perContainer && ok
 	}
 	seen := make(map[string]int, len(c.Devices))
 	for i := range c.Devices {
@@ -63,8 +63,7 @@ func (p *Preparer) assignCDIDevices(c *Claim, extendedResource bool) {
 		seen[d.Device]++
 		d.CDIDeviceIDs = []string{p.cdiName(c.UID, name)}
 		if perContainer {
-			ci, _ := containerOf(*d)
-			d.CDIDeviceIDs = append(d.CDIDeviceIDs, p.cdiName(c.UID, fmt.Sprintf("visible.container-%d", ci)))
+			d.CDIDeviceIDs = append(d.CDIDeviceIDs, p.cdiName(c.UID, fmt.Sprintf("visible.container-%d", containers[i])))
 		}
 	}
 }

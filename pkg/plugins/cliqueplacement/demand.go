@@ -17,12 +17,6 @@ type demand struct {
 	gpus, pods, smallest int
 }
 
-// fitsIn says whether a domain's nodes, with these free GPUs each, may
-// hold the demand: enough GPUs, and enough room on single nodes.
-func (d demand) fitsIn(free int, nodeFree []int) bool {
-	return free >= d.gpus && d.places(nodeFree) >= d.pods
-}
-
 // places counts the pods of at least d.smallest GPUs the nodes can hold.
 func (d demand) places(nodeFree []int) int {
 	if d.pods == 0 {

@@ -166,41 +166,41 @@ func candidates(domains []*domain, key string, need demand, pinned, selected str
 			continue
 		}
 		most = max(most, d.free)
-		if d.free >= need.gpus {
-			mostPlaces = max(mostPlaces, need.places(d.nodeFree))
+		enough := d.free >= need.gpus
+		places := need.places(d.nodeFree)
+		if enough {
+			mostPlaces = max(mostPlaces, places)
 		}
-		if need.fitsIn(d.free, d.nodeFree) || d.unknownGPUs {
+		if enough && places >= need.pods || d.unknownGPUs {
 			out = append(out, d)
 		}
 	}
 	if len(out) > 0 {
 		return out, nil
 	}
-	var where string
+	// where the group was looked for, and the message when no domain
+	// at all is there (missing labels, or the pods' nodeSelector and
+	// affinity rule the labelled nodes out).
+	var where, none string
 	switch {
 	case pinned != "":
 		where = fmt.Sprintf("in %s %s, where the group's scheduled pods run", key, pinned)
+		none = fmt.Sprintf("the pod group's scheduled pods run in %s %s, and no node its other pods may run on is in it", key, pinned)
 	case selected != "":
 		where = fmt.Sprintf("in %s %s, which its pods select", key, selected)
+		none = fmt.Sprintf("the pod group's pods select %s %s, and no node they may run on is in it", key, selected)
 	default:
 		where = fmt.Sprintf("in one %s domain", key)
+		none = fmt.Sprintf("no node the pod group's pods may run on (by their nodeSelector and affinity) is in a %s domain", key)
 	}
 	msg := fmt.Sprintf("the pod group needs at least %d free GPUs %s", need.gpus, where)
-	if most < 0 {
-		// No domain at all among the nodes the pods may run on: missing
-		// labels, or the pods' nodeSelector and affinity rule them out.
-		switch {
-		case pinned != "":
-			msg = fmt.Sprintf("the pod group's scheduled pods run in %s %s, and no node its other pods may run on is in it", key, pinned)
-		case selected != "":
-			msg = fmt.Sprintf("the pod group's pods select %s %s, and no node they may run on is in it", key, selected)
-		default:
-			msg = fmt.Sprintf("no node the pod group's pods may run on (by their nodeSelector and affinity) is in a %s domain", key)
-		}
-	} else if most >= need.gpus {
+	switch {
+	case most < 0:
+		msg = none
+	case most >= need.gpus:
 		// Enough GPUs, too few on single nodes (trays half used).
 		msg += fmt.Sprintf(", %d pods of at least %d on one node each; the most such pods one holds is %d", need.pods, need.smallest, mostPlaces)
-	} else {
+	default:
 		msg += fmt.Sprintf("; the most free in one is %d", most)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
