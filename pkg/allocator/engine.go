@@ -220,6 +220,9 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 			key = nil // a selector cut short wrote an error into it
 		} else if e, ok := bucket.get(key); ok {
 			s.eng.memoHits.Add(1)
+			if e.sol == nil {
+				return nil, unsatisfiable(view, s.failureMessage(e.failed))
+			}
 			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
 			return r.result(s.adopt(e.sol), e.explored)
 		}
@@ -234,10 +237,13 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	}
 	res, err := r.solve()
 	if err != nil {
+		if key != nil && !r.cut && r.failed != nil && errors.Is(err, ErrUnsatisfiable) && !view.namesPools() {
+			bucket.put(key, memoEntry{failed: r.failed})
+		}
 		return nil, err
 	}
 	if key != nil && !r.cut {
-		bucket.put(key, memoEntry{r.best, r.explored})
+		bucket.put(key, memoEntry{sol: r.best, explored: r.explored})
 	}
 	logger.V(5).Info("Allocation found", "node", klog.KObj(node), "claims", len(s.claims), "quality", res.Quality)
 	return res, nil
@@ -252,6 +258,17 @@ func unsatisfiable(view *nodeView, reason string) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)
+}
+
+// namesPools reports whether a failure on the view would name one of its
+// pools (being updated, or invalid): the node's own, so not for another.
+func (v *nodeView) namesPools() bool {
+	for _, p := range v.pools {
+		if p.incomplete || p.invalid {
+			return true
+		}
+	}
+	return false
 }
 
 // IsNodeLevel reports whether err only concerns the node it came from.

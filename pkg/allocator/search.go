@@ -76,6 +76,7 @@ type run struct {
 	steps     int
 	explored  int
 	best      *solution
+	failed    []failurePart // why nothing fit, once the search found nothing
 	before    *Quality
 	// gpusBefore caches freeGPUs(false) for host pressure; -1 unknown.
 	gpusBefore float64
@@ -209,7 +210,8 @@ func (r *run) solve() (*Result, error) {
 		r.cut = true
 	}
 	if r.best == nil {
-		return nil, unsatisfiable(r.view, r.reason())
+		r.failed = r.failure()
+		return nil, unsatisfiable(r.view, r.s.failureMessage(r.failed))
 	}
 	return r.result(r.best, r.explored)
 }
@@ -668,56 +670,81 @@ func taintBlocks(d *resourceapi.Device, tolerations []resourceapi.DeviceTolerati
 	return false
 }
 
-// reason says why nothing fit, per request: how many devices the node
+// failure says why nothing fit, per request: how many devices the node
 // has that match, and how many of those are free, so that a user can tell
-// "no such device here" from "all in use" from "constraints".
-func (r *run) reason() string {
-	var parts []string
+// "no such device here" from "all in use" from "constraints". The parts
+// leave out the claims' names (failureMessage adds them), so that a
+// failure remembered for one pod reads right for the next (solutionmemo.go).
+func (r *run) failure() []failurePart {
+	var parts []failurePart
 	for _, p := range r.view.pools {
 		if p.incomplete {
-			parts = append(parts, fmt.Sprintf("resource pool %s is being updated", p))
+			parts = append(parts, failurePart{claim: -1, text: fmt.Sprintf("resource pool %s is being updated", p)})
 		}
 	}
 	for ci := range r.s.plans {
-		plan := &r.s.plans[ci]
-		for _, g := range plan.groups {
+		for _, g := range r.s.plans[ci].groups {
 			for _, q := range g.alts {
-				match, free := 0, 0
-				busy := map[string]int{}
-				for d := range r.view.devices {
-					ok, err := r.selectable(q, d)
-					if err != nil || !ok {
-						continue
-					}
-					match++
-					if why := r.busyFor(q, d); why != "" {
-						busy[why]++
-						continue
-					}
-					free++
-				}
-				need := fmt.Sprint(r.num[q.idx])
-				if q.all {
-					need = "all"
-				}
-				msg := fmt.Sprintf("claim %s, request %s: needs %s, %d match, %d free", klog.KObj(plan.claim), q.name, need, match, free)
-				if len(busy) > 0 {
-					var causes []string
-					for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "tainted"} {
-						if n := busy[why]; n > 0 {
-							causes = append(causes, fmt.Sprintf("%d %s", n, why))
-						}
-					}
-					msg += " (" + strings.Join(causes, ", ") + ")"
-				}
-				parts = append(parts, msg)
+				parts = append(parts, failurePart{claim: ci, text: r.requestFailure(q)})
 			}
 		}
 	}
+	return parts
+}
+
+// requestFailure is q's part of failure.
+func (r *run) requestFailure(q *req) string {
+	match, free := 0, 0
+	busy := map[string]int{}
+	for d := range r.view.devices {
+		ok, err := r.selectable(q, d)
+		if err != nil || !ok {
+			continue
+		}
+		match++
+		if why := r.busyFor(q, d); why != "" {
+			busy[why]++
+			continue
+		}
+		free++
+	}
+	need := fmt.Sprint(r.num[q.idx])
+	if q.all {
+		need = "all"
+	}
+	msg := fmt.Sprintf("request %s: needs %s, %d match, %d free", q.name, need, match, free)
+	if len(busy) > 0 {
+		var causes []string
+		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "tainted"} {
+			if n := busy[why]; n > 0 {
+				causes = append(causes, fmt.Sprintf("%d %s", n, why))
+			}
+		}
+		msg += " (" + strings.Join(causes, ", ") + ")"
+	}
+	return msg
+}
+
+// failurePart is one part of a failure: about the session's claim number
+// claim (-1: about the node).
+type failurePart struct {
+	claim int
+	text  string
+}
+
+// failureMessage writes the parts with the session's claims named.
+func (s *Session) failureMessage(parts []failurePart) string {
 	if len(parts) == 0 {
 		return "cannot allocate all claims"
 	}
-	return "cannot allocate all claims (" + strings.Join(parts, "; ") + ")"
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = p.text
+		if p.claim >= 0 {
+			texts[i] = fmt.Sprintf("claim %s, %s", klog.KObj(s.plans[p.claim].claim), p.text)
+		}
+	}
+	return "cannot allocate all claims (" + strings.Join(texts, "; ") + ")"
 }
 
 // busyFor says why q alone could not take device d now, or "" if it

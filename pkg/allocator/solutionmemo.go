@@ -23,8 +23,11 @@ import (
 // workload (Session.memoBucket, one bucket each), and the node's (nodeKey):
 // its view's shape (shape.go), CPU and memory, what each request selects
 // of its devices, and the ledger's entries for every device of its pools.
-// Nodes of one model in one state share their solutions. Only solutions
-// are kept: errors name claims.
+// Nodes of one model in one state share their solutions. A search that
+// found nothing is kept too, as the parts of its message without the
+// claims' names (most nodes of a full fleet have no room for a pod, and
+// their searches were most of the calls), unless the message names a
+// pool, which is the node's own; other errors are not kept.
 type solutionMemo struct {
 	mu      sync.Mutex
 	buckets map[string]*memoBucket
@@ -35,9 +38,11 @@ type memoBucket struct {
 	entries map[string]memoEntry
 }
 
+// memoEntry is a solution, or (sol nil) why there is none.
 type memoEntry struct {
 	sol      *solution
 	explored int
+	failed   []failurePart
 }
 
 // maxMemoSessions bounds the memo by session: enough for the few pod
@@ -209,7 +214,24 @@ func (s *Session) appendLedgerEntry(b []byte, d *device) ([]byte, byte) {
 		f |= ledgerConsumed
 	}
 	b = append(b, f)
-	// By name, sorted on the stack: a GPU consumes a few capacities.
+	if len(consumed) == 0 {
+		return b, f
+	}
+	// By name, sorted. The names are the device's own capacities (sorted
+	// already), looked up rather than ranged over: starting to range over
+	// a map cost more than the lookups. A name the device does not declare
+	// (its slice changed since) sends the key the long way.
+	start, found := len(b), 0
+	for _, n := range d.capNames {
+		if q, ok := consumed[n]; ok {
+			b = appendConsumed(b, n, q)
+			found++
+		}
+	}
+	if found == len(consumed) {
+		return b, f
+	}
+	b = b[:start]
 	var buf [4]resourceapi.QualifiedName
 	names := buf[:0]
 	for n := range consumed {
