@@ -61,6 +61,8 @@ type Scheduler struct {
 	pending map[string]chan Outcome // by namespace/name
 
 	barriers int // versions of the barrier claim written (sync)
+
+	ledgers *ledgers
 }
 
 // Client is the in-memory API: client-go's fake clientset, with a
@@ -101,10 +103,11 @@ func New(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, clien
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	factory := scheduler.NewInformerFactory(client, 0, nil)
+	s.ledgers = &ledgers{checkEvery: ledgerCheckEvery, claims: factory.Resource().V1().ResourceClaims().Informer()}
 	noEvents := func(string) events.EventRecorderLogger { return &events.FakeRecorder{} }
 	sched, err := scheduler.New(ctx, client, factory, nil, profile.RecorderFactory(noEvents),
 		scheduler.WithProfiles(cfg.Profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(registry.Registry()),
+		scheduler.WithFrameworkOutOfTreeRegistry(s.ledgers.wrap(registry.Registry())),
 		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
 		scheduler.WithParallelism(1),
 		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
@@ -166,6 +169,9 @@ func (s *Scheduler) Schedule(ctx context.Context, pod *v1.Pod, claims []*resourc
 		pending, summary := s.sched.SchedulingQueue.PendingPods()
 		return Outcome{}, fmt.Errorf("pod %s: no scheduling decision within a minute (%d pods in the queue: %s)", key, len(pending), summary)
 	}
+	if err := s.ledgers.err(); err != nil {
+		return Outcome{}, fmt.Errorf("pod %s: %w", key, err)
+	}
 	if out.Node == "" {
 		if err := s.remove(ctx, pod, claims); err != nil {
 			return out, err
@@ -208,9 +214,12 @@ const (
 // sync waits until profile's DRA state has taken in every claim write
 // made so far. The claim informer and the assume cache hand events on in
 // order, so once a new barrier claim's made-up device shows among the
-// allocated devices, every earlier deletion has been counted too. A
-// barrier's device is in no slice, so it takes nothing away; each
-// barrier is new (allocations are immutable) and deletes the one before.
+// allocated devices, every earlier deletion has been counted too; the
+// same holds for the replay's ledgers (ledger.go), which hear the claim
+// informer on their own handlers and are waited for too. A barrier's
+// device is in no slice, so it takes nothing away; each barrier is new
+// (allocations are immutable) and deletes the one before it, first, so
+// that the deletion is counted before the replay goes on.
 func (s *Scheduler) sync(ctx context.Context, profile string) error {
 	fw, ok := s.sched.Profiles[profile]
 	if !ok {
@@ -224,6 +233,11 @@ func (s *Scheduler) sync(ctx context.Context, profile string) error {
 			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "r", Driver: barrierDriver, Pool: barrierDriver, Device: name(s.barriers)}}}}},
 	}
 	claims := s.Client.ResourceV1().ResourceClaims(barrierNamespace)
+	if s.barriers > 1 {
+		if err := claims.Delete(ctx, name(s.barriers-1), metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("barrier claim: %w", err)
+		}
+	}
 	if _, err := claims.Create(ctx, barrier, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("barrier claim: %w", err)
 	}
@@ -235,10 +249,8 @@ func (s *Scheduler) sync(ctx context.Context, profile string) error {
 	if err != nil {
 		return fmt.Errorf("scheduler did not see barrier claim %s: %w", barrier.Name, err)
 	}
-	if s.barriers > 1 {
-		if err := claims.Delete(ctx, name(s.barriers-1), metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("barrier claim: %w", err)
-		}
+	if err := s.ledgers.counting(ctx, want); err != nil {
+		return err
 	}
 	return nil
 }
