@@ -19,6 +19,12 @@ func gpu(name, domain string) map[string]string {
 	return map[string]string{"type": "gpu", "uuid": "GPU-" + name, "nvlinkDomain": domain, "productName": "NVIDIA H100 80GB HBM3"}
 }
 
+// unhealthy taints d as the node agent taints a GPU that failed.
+func unhealthy(d resourceapi.Device) resourceapi.Device {
+	d.Taints = []resourceapi.DeviceTaint{{Key: "gputopo.dev/unhealthy", Value: "xid-79", Effect: resourceapi.DeviceTaintEffectNoExecute}}
+	return d
+}
+
 func podPending(ns, name, scheduler, msg string) v1.Pod {
 	p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.PodSpec{SchedulerName: scheduler}, Status: v1.PodStatus{Phase: v1.PodPending}}
 	if msg != "" {
@@ -42,7 +48,7 @@ func TestLiveReport(t *testing.T) {
 	c := Cluster{
 		Slices: []resourceapi.ResourceSlice{
 			slice("a", device("a-0", gpu("a0", "nv-a")), device("a-1", gpu("a1", "nv-a")), device("a-2", gpu("a2", "nv-a")), device("a-3", gpu("a3", "nv-a"))),
-			slice("b", l40s("b-0"), l40s("b-1")),
+			slice("b", l40s("b-0"), unhealthy(l40s("b-1"))),
 		},
 		Claims: []resourceapi.ResourceClaim{
 			allocated("ml", "tp2", "train", result("a", "a-0"), result("a", "a-1")),
@@ -77,7 +83,8 @@ func TestLiveReport(t *testing.T) {
 	fleet := tableRows(r.Tables[0])
 	for label, want := range map[string]string{
 		"GPUs": "6", "GPUs free": "3", "GPUs used": "2", "GPUs partly used (MIG partitions or shares, room left)": "1",
-		"NVLink domains wholly free": "0 of 1",
+		"NVLink domains wholly free":               "0 of 1",
+		"GPUs tainted (free / partly used / used)": "1 (1 / 0 / 0)",
 	} {
 		if fleet[label] != want {
 			t.Errorf("fleet %q = %q, want %q (table %v)", label, fleet[label], want, fleet)

@@ -26,7 +26,9 @@ type DeviceUsage func(driver, pool, device string) DeviceUse
 // FleetSummary is the state of a fleet's GPUs at one moment, for
 // operators (the scheduler's gputopo_fleet_* gauges). Every count is over
 // the devices of the newest generation of each pool, in slices with a
-// node (as WholeGPUsByNode); taints are not looked at.
+// node (as WholeGPUsByNode). Taints do not change a GPU's state: a free
+// GPU that only tolerating claims may take is free, and counted again in
+// Tainted.
 type FleetSummary struct {
 	// GPUs are the whole GPUs (type gpu): Free + Partial + Used.
 	GPUs int
@@ -41,6 +43,13 @@ type FleetSummary struct {
 	// partitions leave no other partition room (a 7g.80gb, two 3g.40gb),
 	// or their shares consume all of one of their capacities.
 	Used int
+
+	// Tainted counts, per state ("free", "partial", "used"), the GPUs
+	// whose own device carries a NoSchedule or NoExecute taint (the node
+	// agent's health taint, another driver's, or a DeviceTaintRule's when
+	// the slices come with those applied): only claims that tolerate it
+	// may take them. A state with none is absent.
+	Tainted map[string]int
 
 	// Stranded are free GPUs whose group is not wholly free, so that a
 	// job wanting the whole group cannot have them. A GPU's group is its
@@ -73,6 +82,13 @@ type FleetSummary struct {
 	MIGPlaceable map[string]int
 }
 
+// The states of a whole GPU in a FleetSummary, as the gauges label them.
+const (
+	StateFree    = "free"
+	StatePartial = "partial"
+	StateUsed    = "used"
+)
+
 // setKey names one counter set of one pool.
 type setKey struct {
 	driver, pool, set string
@@ -94,6 +110,7 @@ type fleetGPU struct {
 	full                 bool // allocated whole, or shares exhausted a capacity
 	room                 bool // an unallocated device of it still fits its counters
 	partitionsTaken      bool
+	tainted              bool // NoSchedule or NoExecute on the GPU's device
 }
 
 // fleetCandidate is an unallocated device that may still be allocated:
@@ -124,7 +141,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			sets[setKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = set
 		}
 	}
-	sum := FleetSummary{MIGPlaceable: map[string]int{}}
+	sum := FleetSummary{MIGPlaceable: map[string]int{}, Tainted: map[string]int{}}
 	gpus := make(map[string]*fleetGPU, devices)
 	gpuOf := func(physical string) *fleetGPU {
 		g := gpus[physical]
@@ -173,6 +190,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			case contract.TypeGPU:
 				g.counted = true
 				g.node, g.domain, g.clique = node, desc.NVLinkDomain, desc.Clique
+				g.tainted = keepsPodsOff(d.Taints)
 				if taken {
 					g.busy = true
 					g.full = g.full || use.Exclusive || capacityExhausted(d, use.Consumed)
@@ -223,13 +241,19 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 		}
 		sum.GPUs++
 		isFree := !g.busy
+		state := StatePartial
 		switch {
 		case isFree:
 			sum.Free++
+			state = StateFree
 		case g.full || (g.partitionsTaken && !g.room):
 			sum.Used++
+			state = StateUsed
 		default:
 			sum.Partial++
+		}
+		if g.tainted {
+			sum.Tainted[state]++
 		}
 		k := groupKey{g.node, g.domain}
 		gc := groups[k]
@@ -276,6 +300,17 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 		}
 	}
 	return sum
+}
+
+// keepsPodsOff reports whether one of the taints keeps claims that do
+// not tolerate it off the device: NoSchedule or NoExecute, not None.
+func keepsPodsOff(taints []resourceapi.DeviceTaint) bool {
+	for _, t := range taints {
+		if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
 }
 
 // fits reports whether the device's counters fit what their sets hold

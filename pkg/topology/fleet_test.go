@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -89,6 +90,17 @@ func sharedNode(node string) *resourceapi.ResourceSlice {
 	s := gpuNode(node, 1, nil)
 	s.Spec.Devices[0].AllowMultipleAllocations = ptr.To(true)
 	s.Spec.Devices[0].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi")}}
+	return s
+}
+
+// tainted gives the named devices of s a taint with the effect given.
+func tainted(s *resourceapi.ResourceSlice, effects map[string]resourceapi.DeviceTaintEffect) *resourceapi.ResourceSlice {
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		if e, ok := effects[d.Name]; ok {
+			d.Taints = append(d.Taints, resourceapi.DeviceTaint{Key: "example.com/unhealthy", Effect: e})
+		}
+	}
 	return s
 }
 
@@ -206,11 +218,24 @@ func TestSummarizeFleet(t *testing.T) {
 				Devices: []resourceapi.Device{{Name: "gpu-x", Attributes: attrs(gpuAttrs("x", "")...)}}}},
 		},
 		want: FleetSummary{GPUs: 2, Free: 2, MIGPlaceable: noMIG},
+	}, {
+		name: "tainted GPUs keep their state and are counted again by it; effect None and partitions' taints do not count",
+		slices: []*resourceapi.ResourceSlice{
+			tainted(gpuNode("n0", 4, nil), map[string]resourceapi.DeviceTaintEffect{
+				"gpu-0": resourceapi.DeviceTaintEffectNoExecute, "gpu-1": resourceapi.DeviceTaintEffectNoSchedule,
+				"gpu-2": resourceapi.DeviceTaintEffectNone}),
+			tainted(sharedNode("s0"), map[string]resourceapi.DeviceTaintEffect{"gpu-0": resourceapi.DeviceTaintEffectNoSchedule}),
+			tainted(migNode("m0")[1], map[string]resourceapi.DeviceTaintEffect{migName("1g.10gb", 0): resourceapi.DeviceTaintEffectNoSchedule}),
+			migNode("m0")[0],
+		},
+		used: uses{"n0/gpu-0": {Exclusive: true}, "s0/gpu-0": shares("40Gi")},
+		want: FleetSummary{GPUs: 6, Free: 4, Partial: 1, Used: 1, Stranded: 3, MIGPlaceable: migFree(),
+			Tainted: map[string]int{StateFree: 1, StatePartial: 1, StateUsed: 1}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := SummarizeFleet(tc.slices, tc.used.usage)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("SummarizeFleet (-want +got):\n%s", diff)
 			}
 			if got.Free+got.Partial+got.Used != got.GPUs {

@@ -79,7 +79,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	// (its one NVLink domain is no longer whole).
 	for _, m := range []string{`gputopo_allocation_duration_seconds_count{result="allocated"}`, `gputopo_allocated_link_class_total{class="nvlink"} 1`, "scheduler_schedule_attempts_total",
 		"rest_client_requests_total", "kubernetes_build_info",
-		`gputopo_fleet_gpus{state="used"} 2`, `gputopo_fleet_gpus{state="free"} 6`, `gputopo_fleet_gpus{state="partial"} 0`,
+		`gputopo_fleet_gpus{state="used"} 2`, `gputopo_fleet_gpus{state="free"} 6`, `gputopo_fleet_gpus{state="partial"} 0`, `gputopo_fleet_tainted_gpus{state="free"} 0`,
 		"gputopo_fleet_stranded_gpus 6", `gputopo_fleet_nvlink_domains{state="total"} 1`, `gputopo_fleet_nvlink_domains{state="free"} 0`,
 		`gputopo_fleet_cliques{state="total"} 0`, "gputopo_fleet_scrape_errors_total 0"} {
 		if !strings.Contains(body, m) {

@@ -23,6 +23,9 @@ var (
 	fleetGPUsDesc = metrics.NewDesc(subsystem+"_fleet_gpus",
 		"Whole GPUs by state: free (nothing allocated), partial (MIG partitions or shares allocated, room left), used (allocated whole, or no room left).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
+	fleetTaintedDesc = metrics.NewDesc(subsystem+"_fleet_tainted_gpus",
+		"Whole GPUs whose device carries a NoSchedule or NoExecute taint (only tolerating claims may take them), by their state as in gputopo_fleet_gpus.",
+		[]string{"state"}, nil, metrics.ALPHA, "")
 	fleetStrandedDesc = metrics.NewDesc(subsystem+"_fleet_stranded_gpus",
 		"Free GPUs whose NVLink domain (or, for GPUs in none, node) has another GPU not free: a job wanting the whole domain cannot have them.",
 		nil, nil, metrics.ALPHA, "")
@@ -87,7 +90,7 @@ func (c *fleetCollector) setSource(m fwk.SharedDRAManager) {
 
 // DescribeWithStability implements metrics.StableCollector.
 func (c *fleetCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	for _, d := range []*metrics.Desc{fleetGPUsDesc, fleetStrandedDesc, fleetDomainsDesc, fleetCliquesDesc, fleetMIGDesc, fleetScrapeErrorsDesc} {
+	for _, d := range []*metrics.Desc{fleetGPUsDesc, fleetTaintedDesc, fleetStrandedDesc, fleetDomainsDesc, fleetCliquesDesc, fleetMIGDesc, fleetScrapeErrorsDesc} {
 		ch <- d
 	}
 }
@@ -162,9 +165,12 @@ func emitFleet(ch chan<- metrics.Metric, s topology.FleetSummary) {
 	gauge := func(d *metrics.Desc, v int, labels ...string) {
 		ch <- metrics.NewLazyConstMetric(d, metrics.GaugeValue, float64(v), labels...)
 	}
-	gauge(fleetGPUsDesc, s.Free, "free")
-	gauge(fleetGPUsDesc, s.Partial, "partial")
-	gauge(fleetGPUsDesc, s.Used, "used")
+	gauge(fleetGPUsDesc, s.Free, topology.StateFree)
+	gauge(fleetGPUsDesc, s.Partial, topology.StatePartial)
+	gauge(fleetGPUsDesc, s.Used, topology.StateUsed)
+	for _, state := range []string{topology.StateFree, topology.StatePartial, topology.StateUsed} {
+		gauge(fleetTaintedDesc, s.Tainted[state], state) // zero too: a taint lifted reads 0, not a stale series
+	}
 	gauge(fleetStrandedDesc, s.Stranded)
 	gauge(fleetDomainsDesc, s.FreeNVLinkDomains, "free")
 	gauge(fleetDomainsDesc, s.NVLinkDomains, "total")

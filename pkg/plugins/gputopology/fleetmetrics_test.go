@@ -57,9 +57,11 @@ func migSlices(nodeName string) []*resourceapi.ResourceSlice {
 // The fleet gauges on the scheduler's DRA state: an allocated claim, an
 // allocation in flight and a MIG partition all count.
 func TestFleetCollector(t *testing.T) {
+	nodeB := pcieSlice("node-b", 2)
+	nodeB.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "example.com/unhealthy", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	env := newTestEnv(t, objects{
 		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  append([]*resourceapi.ResourceSlice{pairSlice("node-a", 4), pcieSlice("node-b", 2)}, migSlices("node-c")...),
+		slices:  append([]*resourceapi.ResourceSlice{pairSlice("node-a", 4), nodeB}, migSlices("node-c")...),
 		claims: []*resourceapi.ResourceClaim{
 			claim("allocated", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj(),
 			claim("mig", 1).Allocation(allocatedOn("node-c", "gpu-0-mig-3g40gb-0")).Obj(),
@@ -74,6 +76,7 @@ func TestFleetCollector(t *testing.T) {
 
 	// node-a: gpu-0 used breaks pair-0 (gpu-0, gpu-2): gpu-2 stranded,
 	// pair-1 free. node-b (no NVLink): gpu-1 in flight strands gpu-0.
+	// node-b's gpu-0 is tainted NoSchedule: free, and tainted.
 	// node-c: 3g.40gb at 0 leaves the other half: partial.
 	want := `
 # HELP gputopo_fleet_gpus [ALPHA] Whole GPUs by state: free (nothing allocated), partial (MIG partitions or shares allocated, room left), used (allocated whole, or no room left).
@@ -81,6 +84,11 @@ func TestFleetCollector(t *testing.T) {
 gputopo_fleet_gpus{state="free"} 4
 gputopo_fleet_gpus{state="partial"} 1
 gputopo_fleet_gpus{state="used"} 2
+# HELP gputopo_fleet_tainted_gpus [ALPHA] Whole GPUs whose device carries a NoSchedule or NoExecute taint (only tolerating claims may take them), by their state as in gputopo_fleet_gpus.
+# TYPE gputopo_fleet_tainted_gpus gauge
+gputopo_fleet_tainted_gpus{state="free"} 1
+gputopo_fleet_tainted_gpus{state="partial"} 0
+gputopo_fleet_tainted_gpus{state="used"} 0
 # HELP gputopo_fleet_stranded_gpus [ALPHA] Free GPUs whose NVLink domain (or, for GPUs in none, node) has another GPU not free: a job wanting the whole domain cannot have them.
 # TYPE gputopo_fleet_stranded_gpus gauge
 gputopo_fleet_stranded_gpus 2
@@ -122,6 +130,30 @@ gputopo_fleet_scrape_errors_total 0
 	fresh := &fleetCollector{source: env.pl.draManager, timeout: time.Second}
 	if err := testutil.CustomCollectAndCompare(fresh, strings.NewReader(want), "gputopo_fleet_gpus"); err == nil {
 		t.Errorf("a collector without maxAge still counts the released in-flight allocation")
+	}
+
+	// A DeviceTaintRule's taint counts as a slice's: node-a's free gpu-1
+	// drained by a rule.
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "drain-node-a-gpu-1"}, Spec: resourceapi.DeviceTaintRuleSpec{
+		DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(contract.DefaultDriver), Pool: ptr.To("node-a"), Device: ptr.To("gpu-1")},
+		Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoExecute},
+	}}
+	if _, err := env.client.ResourceV1().DeviceTaintRules().Create(env.tCtx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantTainted := strings.Replace(want[strings.Index(want, "# HELP gputopo_fleet_tainted_gpus"):strings.Index(want, "# HELP gputopo_fleet_stranded_gpus")],
+		`gputopo_fleet_tainted_gpus{state="free"} 1`, `gputopo_fleet_tainted_gpus{state="free"} 2`, 1)
+	var err error
+	for range 100 { // until the slice tracker has applied the rule
+		err = testutil.CustomCollectAndCompare(&fleetCollector{source: env.pl.draManager, timeout: time.Second},
+			strings.NewReader(wantTainted), "gputopo_fleet_tainted_gpus")
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("with a DeviceTaintRule: %v", err)
 	}
 }
 
