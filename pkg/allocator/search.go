@@ -653,7 +653,7 @@ func (r *run) sharesOf(d int) int32 {
 
 func taintBlocks(d *resourceapi.Device, tolerations []resourceapi.DeviceToleration) bool {
 	for _, t := range d.Taints {
-		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+		if !topology.KeepsClaimsOff(t) {
 			continue
 		}
 		tolerated := false

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"slices"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -302,15 +304,9 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	return sum
 }
 
-// keepsPodsOff reports whether one of the taints keeps claims that do
-// not tolerate it off the device: NoSchedule or NoExecute, not None.
+// keepsPodsOff reports whether one of the taints keeps claims off.
 func keepsPodsOff(taints []resourceapi.DeviceTaint) bool {
-	for _, t := range taints {
-		if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(taints, KeepsClaimsOff)
 }
 
 // fits reports whether the device's counters fit what their sets hold
