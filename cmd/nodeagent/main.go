@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,11 @@ var stdout io.Writer = os.Stdout
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	err := run(ctx, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return // usage printed, as asked
+	}
+	if err != nil {
 		klog.ErrorS(err, "Node agent failed")
 		klog.Flush()
 		os.Exit(1)
@@ -73,6 +78,15 @@ func parse(args []string) (flags, error) {
 	}
 	if f.nodeName == "" {
 		return f, errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if f.probe <= 0 {
+		return f, fmt.Errorf("--health-probe-interval=%v: must be positive", f.probe)
+	}
+	if !strings.HasPrefix(f.nvmlSource, "mock:") && (f.mock.MIG || f.mock.Rack != "") {
+		return f, fmt.Errorf("--mock-mig and --mock-rack apply to --nvml=mock:<shape> only, not --nvml=%s", f.nvmlSource)
+	}
+	if f.mock.Rack != "" && f.nvmlSource != "mock:"+string(mocknvml.GB200Tray) {
+		return f, fmt.Errorf("--mock-rack applies to --nvml=mock:%s only (a GB200 tray's NVLink fabric), not --nvml=%s", mocknvml.GB200Tray, f.nvmlSource)
 	}
 	f.mock.Name = f.nodeName
 	return f, nil

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +34,13 @@ func TestStartupErrors(t *testing.T) {
 		{[]string{"--node-name", "n", "--config", badConfig}, []string{"defaultMode", "partitioned", "gpus[0]"}},
 		// No NVIDIA driver on this machine: the real library is absent.
 		{append([]string{"--node-name", "n", "--nvml", "real"}, common...), []string{"NVML not available"}},
+		{[]string{"--node-name", "n", "--health-probe-interval", "0s"}, []string{"--health-probe-interval=0s", "positive"}},
+		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-rack", "rack-a"}, []string{"--mock-rack", "gb200-tray"}},
+		{[]string{"--node-name", "n", "--mock-mig"}, []string{"--mock-mig", "--nvml=real"}},
+		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(badConfig, "p"),
+			"--registrar-dir", filepath.Join(dir, "r"), "--cdi-dir", filepath.Join(dir, "cdi")}, []string{"--plugin-dir", "not a directory"}},
+		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(dir, "p"),
+			"--registrar-dir", filepath.Join(dir, "r"), "--cdi-dir", filepath.Join(badConfig, "cdi")}, []string{"--cdi-dir", "not a directory"}},
 		{append([]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-mig=false", "--config", writeConfig(t, dir, "defaultMode: mig\n")}, common...), []string{"GPU 0", "MIG mode is off"}},
 	}
 	for _, tc := range tests {
@@ -50,6 +59,13 @@ func writeConfig(t *testing.T, dir, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// --help prints the usage and is not a failure.
+func TestHelp(t *testing.T) {
+	if err := run(context.Background(), []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("run --help: %v, want flag.ErrHelp (main exits 0)", err)
+	}
 }
 
 // --version needs no node name, configuration, NVML or cluster.

@@ -87,9 +87,12 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("node agent: node name is required")
 	}
-	for _, dir := range []string{o.PluginDir, AckDir(o.PluginDir), o.RegistrarDir, o.CDIDir} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("node agent: %w", err)
+	// Each directory named as the flag that sets it (cmd/nodeagent).
+	for _, dir := range []struct{ flag, path string }{
+		{"--plugin-dir", o.PluginDir}, {"--plugin-dir", AckDir(o.PluginDir)}, {"--registrar-dir", o.RegistrarDir}, {"--cdi-dir", o.CDIDir},
+	} {
+		if err := os.MkdirAll(dir.path, 0o750); err != nil {
+			return nil, fmt.Errorf("node agent: %s: %w", dir.flag, err)
 		}
 	}
 	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot, Problem: func(index int, err error) {
@@ -121,6 +124,11 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			StatePath: filepath.Join(o.PluginDir, "health.json")})}
 	if err := a.monitor.Restore(ctx); err != nil {
 		logger.Error(err, "GPU health taints from before this start are lost; starting afresh")
+	}
+	if err := awaitSliceAccess(ctx, o.KubeClient, o.Config.DriverName, o.NodeName, time.Second, 30*time.Second); err != nil {
+		cancel(err)
+		preparer.Close()
+		return nil, err
 	}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
