@@ -132,6 +132,28 @@ profiles:
 	}
 }
 
+// Args for a plugin the scheduler does not have, and a number that is
+// not finite, fail before the first replay, naming the file and field.
+func TestSchedulerConfigArgsThatWouldBeIgnoredFailAtOnce(t *testing.T) {
+	for value, want := range map[string]string{
+		"name: GPUTopolgy\n    args: {linkClassCost: 2}":     `pluginConfig[0].name: Invalid value: "GPUTopolgy"`,
+		"name: GPUTopology\n    args: {linkClassCost: .nan}": "pluginConfig[0].args.linkClassCost",
+	} {
+		path, f := churnWithConfig(t, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gputopo-scheduler
+  pluginConfig:
+  - `+value+"\n", "--schedulers=gputopo")
+		_, _, err := inProcessProfiles(t.Context(), f)
+		for _, w := range []string{"--scheduler-config=" + path, want} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("error %v, want one containing %q", err, w)
+			}
+		}
+	}
+}
+
 // --out must take files: a path under a regular file is refused before
 // anything runs.
 func TestOutMustBeAWritableDirectory(t *testing.T) {

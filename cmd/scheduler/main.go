@@ -16,13 +16,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version" // kubernetes_build_info
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/gputopo/gputopo/pkg/plugins/registry"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 	"github.com/gputopo/gputopo/pkg/version"
 )
 
@@ -33,10 +37,39 @@ func main() {
 		os.Exit(0)
 	}
 	cmd := app.NewSchedulerCommand(registry.SchedulerOptions()...)
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+		if f := c.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+			return checkConfigFile(f.Value.String())
+		}
+		return nil
+	}
 	if f := cmd.Flags().Lookup("version"); f != nil {
 		f.Usage = "--version prints gputopo's version and the Kubernetes release it is built on, and quits; --version=raw adds the build information (module versions, build settings); --version=vX.Y.Z sets the Kubernetes version reported, as in kube-scheduler"
 	}
 	os.Exit(cli.Run(cmd))
+}
+
+// checkConfigFile refuses, before kube-scheduler reads it, a --config
+// that kube-scheduler would take but not as meant (registry.CheckConfig),
+// and names the field of a number that is not finite, which kube-scheduler
+// refuses without saying where. What kube-scheduler reports well itself
+// (a missing file, a syntax error, its own validation) is left to it.
+func checkConfigFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	if err := strictyaml.CheckFinite(data); err != nil {
+		return fmt.Errorf("--config=%s: %w", path, err)
+	}
+	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+	if err != nil {
+		return nil
+	}
+	if err := registry.CheckConfig(cfg); err != nil {
+		return fmt.Errorf("--config=%s: %w", path, err)
+	}
+	return nil
 }
 
 // versionRequest is what the command line's --version asks gputopo to

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -50,5 +52,40 @@ func TestPrintVersion(t *testing.T) {
 	b.Reset()
 	if printVersion(&b, "") || b.Len() != 0 {
 		t.Errorf("no --version printed %q", b.String())
+	}
+}
+
+// A --config that kube-scheduler would take but not as meant, or refuse
+// without saying where, is refused naming the file and the field; one
+// that kube-scheduler reports well itself is left to it.
+func TestCheckConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, profile string) string {
+		p := filepath.Join(dir, name)
+		data := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: gputopo-scheduler\n" + profile
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{write("ok.yaml", "  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n"), nil},
+		{write("typo.yaml", "  pluginConfig:\n  - name: GPUTopolgy\n    args: {linkClassCost: 2}\n"), []string{"typo.yaml", `pluginConfig[0].name: Invalid value: "GPUTopolgy"`}},
+		{write("inf.yaml", "  pluginConfig:\n  - name: GPUTopology\n    args: {hostPressure: .inf}\n"), []string{"inf.yaml", "pluginConfig[0].args.hostPressure", "finite"}},
+		{write("unknown.yaml", "  bogus: 1\n"), nil}, // kube-scheduler's strict decoding says so itself
+		{filepath.Join(dir, "missing.yaml"), nil},
+	} {
+		err := checkConfigFile(tc.path)
+		if tc.want == nil && err != nil {
+			t.Errorf("%s: %v", tc.path, err)
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v, want it to contain %q", tc.path, err, w)
+			}
+		}
 	}
 }

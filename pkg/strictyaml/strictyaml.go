@@ -30,6 +30,9 @@ func Unmarshal(data []byte, v any) error {
 	if err == nil {
 		return nil
 	}
+	if ferr := CheckFinite(data); ferr != nil {
+		return ferr
+	}
 	tree, ok := parseTree(data)
 	if !ok {
 		return err

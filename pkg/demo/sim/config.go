@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gputopo/gputopo/manifests"
+	"github.com/gputopo/gputopo/pkg/plugins/registry"
+	"github.com/gputopo/gputopo/pkg/strictyaml"
 )
 
 // ShippedConfig is the KubeSchedulerConfiguration of the manifests'
@@ -20,8 +22,10 @@ func ShippedConfig() (*schedconfig.KubeSchedulerConfiguration, error) {
 }
 
 // DecodeConfig decodes, defaults and validates a KubeSchedulerConfiguration
-// as kube-scheduler reads its --config file; data may also be a ConfigMap
-// holding it, as the manifests ship it.
+// as gputopo's scheduler reads its --config file (kube-scheduler's
+// validation, then registry.CheckConfig; non-finite numbers named by
+// field); data may also be a ConfigMap holding it, as the manifests ship
+// it.
 func DecodeConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) {
 	var meta metav1.TypeMeta
 	if err := yaml.Unmarshal(data, &meta); err == nil && meta.Kind == "ConfigMap" {
@@ -30,6 +34,9 @@ func DecodeConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) 
 			return nil, err
 		}
 		data = inner
+	}
+	if err := strictyaml.CheckFinite(data); err != nil {
+		return nil, fmt.Errorf("scheduler configuration: %w", err)
 	}
 	obj, gvk, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
@@ -41,6 +48,9 @@ func DecodeConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) 
 	}
 	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	}
+	if err := registry.CheckConfig(cfg); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

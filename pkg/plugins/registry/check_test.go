@@ -1,0 +1,57 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+)
+
+// decode reads a KubeSchedulerConfiguration with kube-scheduler's
+// defaults, as its --config is read.
+func decode(t *testing.T, profile string) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	data := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: gputopo-scheduler\n" + profile
+	obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(data), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*schedconfig.KubeSchedulerConfiguration)
+}
+
+func TestCheckConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, profile string
+		want          []string // nil: no error
+	}{{
+		name:    "gputopo's plugins with args and weights, an in-tree plugin's args",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology, weight: 5}\n      - {name: GPUConsumable}\n  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n",
+	}, {
+		name:    "a misspelt plugin's args would be ignored",
+		profile: "  pluginConfig:\n  - name: GPUTopolgy\n    args: {linkClassCost: 2}\n",
+		want:    []string{`profiles[0].pluginConfig[0].name: Invalid value: "GPUTopolgy"`, "GPUTopology"},
+	}, {
+		name:    "a negative weight for gputopo's plugin, at either extension point",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUConsumable, weight: -20}\n    score:\n      enabled:\n      - {name: GPUTopology, weight: -1}\n",
+		want:    []string{"profiles[0].plugins.multiPoint.enabled[GPUConsumable].weight: Invalid value: -20", "profiles[0].plugins.score.enabled[GPUTopology].weight: Invalid value: -1"},
+	}, {
+		name:    "an in-tree plugin's negative weight is kube-scheduler's business",
+		profile: "  plugins:\n    score:\n      enabled:\n      - {name: NodeResourcesBalancedAllocation, weight: -1}\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckConfig(decode(t, tc.profile))
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("unexpected error: %v", err)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
