@@ -66,8 +66,9 @@ func openbScenario(ctx context.Context, f flags) (report.Report, error) {
 // citation, and the published figures of the trace.
 func openbReport(f flags, nodes, allNodes int, capacityMilli int64, arrivals, inflated int) report.Report {
 	rep := report.Report{
-		Title:    fmt.Sprintf("gputopo vs first-fit on the openb trace (%s, seed %d)", f.trace, f.seed),
-		Scenario: fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; the first %d of %d pods sampled up to %.1fx the GPU capacity, submitted until they ask for %g%% of it", nodes, capacityMilli/1000, arrivals, inflated, openb.DefaultInflation, f.until),
+		SideBySide: true, // each pod created for both schedulers in turn
+		Title:      fmt.Sprintf("gputopo vs first-fit on the openb trace (%s, seed %d)", f.trace, f.seed),
+		Scenario:   fmt.Sprintf("%d GPU nodes, %d GPUs per scheduler; the first %d of %d pods sampled up to %.1fx the GPU capacity, submitted until they ask for %g%% of it", nodes, capacityMilli/1000, arrivals, inflated, openb.DefaultInflation, f.until),
 		Notes: []string{
 			"Trace: Weng et al., \"Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent\", USENIX ATC 2023; Alibaba clusterdata (openb).",
 			"Published figures are the artifact's means over 10 seeds with its own simulator; ours are one seed through the real kube-scheduler with DRA (GPUs as shared devices, compute in percent).",

@@ -58,6 +58,7 @@ type card struct {
 	Unallocated, Placed, Pending, Rate, Duration string
 	UnallocatedWhat                              string
 	Snapshot                                     bool
+	SideBySide                                   bool // one duration for all; no rate
 }
 
 type published struct{ Label, Slug, Value string }
@@ -117,7 +118,7 @@ func WriteHTML(w io.Writer, r Report) error {
 			Index: i % len(palette), Name: s.Name, Slug: slugs[i],
 			Unallocated: percent(s.UnallocatedGPUPercent), Placed: count(s.PodsPlaced),
 			Pending: count(s.PodsPending), Rate: rate(s.PodsPerSecond), Duration: duration(s.Duration),
-			UnallocatedWhat: "GPU capacity unallocated at 100% arrived", Snapshot: s.Snapshot,
+			UnallocatedWhat: "GPU capacity unallocated at 100% arrived", Snapshot: s.Snapshot, SideBySide: r.SideBySide,
 		})
 		if s.Snapshot {
 			p.Cards[len(p.Cards)-1].UnallocatedWhat = "GPU capacity unallocated now"

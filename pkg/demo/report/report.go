@@ -24,6 +24,10 @@ type Report struct {
 	Tables          []Table   // further tables, each in its own section
 	Racks           []RackMap // racks and trays per scheduler, drawn side by side; may be empty
 	Notes           []string
+	// SideBySide: the schedulers ran at once, step by step on one clock
+	// (the demo's default scenario), so they share one duration and a
+	// rate per scheduler would only restate pods placed.
+	SideBySide bool
 }
 
 // Table is a table of its own, such as every openb trace's figure per

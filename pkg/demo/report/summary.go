@@ -48,6 +48,12 @@ func WriteSummary(w io.Writer, r Report) error {
 	return err
 }
 
+// maxLabelWidth bounds the label column: a longer label (a pending
+// reason with its counts) wraps onto lines of its own below its figures,
+// so that one long reason does not push every figure off an 80-column
+// terminal.
+const maxLabelWidth = 48
+
 // writeGrid writes every figure per scheduler: labels left-aligned,
 // figures right-aligned on their last digit, three spaces between
 // columns; widths count runes, not bytes.
@@ -63,13 +69,49 @@ func writeGrid(b *strings.Builder, r Report) {
 			widths[c] = max(widths[c], utf8.RuneCountInString(row[c]))
 		}
 	}
+	widths[0] = min(widths[0], maxLabelWidth)
 	for _, row := range grid {
-		line := row[0] + strings.Repeat(" ", widths[0]-utf8.RuneCountInString(row[0]))
+		label := wrap(row[0], widths[0])
+		line := label[0] + strings.Repeat(" ", widths[0]-utf8.RuneCountInString(label[0]))
 		for c := 1; c < len(row); c++ {
 			line += strings.Repeat(" ", 3+widths[c]-utf8.RuneCountInString(row[c])) + row[c]
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		for _, more := range label[1:] {
+			b.WriteString("  " + more + "\n")
+		}
 	}
+}
+
+// wrap splits s at spaces into lines of at most width runes, the lines
+// after the first two runes narrower (writeGrid indents them); a word
+// longer than a line is cut.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		limit := width
+		if len(lines) > 0 {
+			limit = width - 2
+		}
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= limit:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+			limit = width - 2
+		}
+		for utf8.RuneCountInString(line) > limit {
+			cut := string([]rune(line)[:limit])
+			lines = append(lines, cut)
+			line = string([]rune(line)[limit:])
+			limit = width - 2
+		}
+	}
+	return append(lines, line)
 }
 
 func writeTable(b *strings.Builder, t Table) error {
@@ -145,10 +187,14 @@ func table(r Report, pending bool) []tableRow {
 	if snapshots(rs) {
 		rows = append(rows, row("unallocated GPU now", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
 	} else {
-		rows = append(rows,
-			row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
-			row("duration", func(s Result) string { return duration(s.Duration) }),
-			row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
+		if r.SideBySide {
+			rows = append(rows, row("duration (side by side, one clock)", func(s Result) string { return duration(s.Duration) }))
+		} else {
+			rows = append(rows,
+				row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
+				row("duration", func(s Result) string { return duration(s.Duration) }))
+		}
+		rows = append(rows, row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
 	}
 	for _, c := range linkClasses(rs) {
 		rows = append(rows, row("multi-GPU claims on "+c, func(s Result) string { return count(s.LinkClasses[c]) }))

@@ -65,6 +65,24 @@ unallocated GPU @100% arrived     0.00%   0.00%
 pending: line1 line2                  3       0
 only in a                       1.5 GiB       -
 `},
+		{"side by side on one clock, a long pending reason wrapped under its figures", Report{
+			Scenario:   "demo",
+			SideBySide: true,
+			Schedulers: []Result{
+				{Name: "gputopo", PodsPlaced: 66, Duration: 10704 * time.Millisecond, Pending: map[string]int{"cannot allocate all claims (request gpu: needs 1, 16 match, 0 free (5 in use, 11 shared counters exhausted))": 1}},
+				{Name: "in-tree", PodsPlaced: 65, Duration: 10704 * time.Millisecond},
+			},
+		}, `demo
+
+                                                   gputopo   in-tree
+pods placed                                             66        65
+pods pending                                             0         0
+duration (side by side, one clock)                 10.704s   10.704s
+unallocated GPU @100% arrived                        0.00%     0.00%
+pending: cannot allocate all claims (request             1         0
+  gpu: needs 1, 16 match, 0 free (5 in use, 11
+  shared counters exhausted))
+`},
 		{"a table of its own and no schedulers", Report{
 			Title: "openb table",
 			Tables: []Table{{Caption: "unallocated\tGPU", Head: []string{"trace", "gputopo", "FGD (published)"},
@@ -143,5 +161,32 @@ func TestOrders(t *testing.T) {
 	// c has 6 pods in all; a and b tie at 2 and read alphabetically.
 	if got, want := strings.Join(pendingReasons(rs), ","), "c,a,b"; got != want {
 		t.Errorf("pendingReasons = %s, want %s", got, want)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	for _, tc := range []struct {
+		s     string
+		width int
+		want  []string
+	}{
+		{"", 10, []string{""}},
+		{"short", 10, []string{"short"}},
+		{"one two three four", 9, []string{"one two", "three", "four"}},
+		{"abcdefghijklmnop", 6, []string{"abcdef", "ghij", "klmn", "op"}},
+	} {
+		got := wrap(tc.s, tc.width)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tc.s, tc.width, got, tc.want)
+		}
+		for i, l := range got {
+			limit := tc.width
+			if i > 0 {
+				limit -= 2
+			}
+			if len([]rune(l)) > limit {
+				t.Errorf("wrap(%q, %d): line %q longer than %d", tc.s, tc.width, l, limit)
+			}
+		}
 	}
 }
