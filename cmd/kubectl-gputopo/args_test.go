@@ -105,3 +105,34 @@ current-context: ctx
 		}
 	}
 }
+
+// report --out into a directory that does not exist fails before the
+// cluster is read.
+func TestReportOutCheckedFirst(t *testing.T) {
+	requests := 0
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer api.Close()
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+api.URL+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{filepath.Join(dir, "missing", "x.html"), filepath.Join(kubeconfig, "x.html")} {
+		err := run(context.Background(), []string{"report", "--out", out, "--kubeconfig", kubeconfig}, &strings.Builder{})
+		if err == nil || !strings.HasPrefix(err.Error(), "--out "+out) {
+			t.Errorf("--out %s: error %v, want one naming --out", out, err)
+		}
+	}
+	if requests != 0 {
+		t.Errorf("%d requests to the API server before the output was checked", requests)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,6 +175,15 @@ func checkArgs(cmd string, positional []string) error {
 // writeReport writes the live cluster's HTML report to file, or to out
 // when file is empty; a file is written whole or not at all.
 func writeReport(ctx context.Context, client kubernetes.Interface, server, file string, out io.Writer) error {
+	// A file that cannot be written is said before the cluster is read:
+	// on a large cluster that read takes a while.
+	if file != "" {
+		if info, err := os.Stat(filepath.Dir(file)); err != nil {
+			return fmt.Errorf("--out %s: %w", file, err)
+		} else if !info.IsDir() {
+			return fmt.Errorf("--out %s: %s is not a directory", file, filepath.Dir(file))
+		}
+	}
 	var page strings.Builder
 	if err := inspect.WriteLiveReport(ctx, client, "GPUs of the cluster at "+server, time.Now(), &page); err != nil {
 		return err
@@ -183,7 +193,7 @@ func writeReport(ctx context.Context, client kubernetes.Interface, server, file 
 		return err
 	}
 	if err := os.WriteFile(file, []byte(page.String()), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fmt.Errorf("--out: %w", err)
 	}
 	_, err := fmt.Fprintf(out, "wrote %s\n", file)
 	return err
