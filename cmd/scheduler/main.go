@@ -12,7 +12,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +39,12 @@ func main() {
 		os.Exit(0)
 	}
 	cmd := app.NewSchedulerCommand(registry.SchedulerOptions()...)
+	cmd.Use = program // usage and errors name this binary, not kube-scheduler
+	cmd.Long = program + " is kube-scheduler with gputopo's plugins registered (" +
+		strings.Join(slices.Sorted(maps.Keys(registry.Registry())), ", ") + `).
+Every kube-scheduler flag works; a KubeSchedulerConfiguration (--config) enables
+the plugins in a profile that pods choose by schedulerName. See docs/scheduler.md
+and manifests/scheduler.`
 	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
 		if f := c.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
 			return checkConfigFile(f.Value.String())
