@@ -222,7 +222,7 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	rep := report.Report{
 		SideBySide: true,
 		Title:      "gputopo vs the in-tree DRA scheduler",
-		Scenario:   fmt.Sprintf("%d nodes, %.0f GPUs per scheduler; %d pods over %d steps", len(fl.Nodes)/2, gpus, len(outs[0].Pods), w.Steps),
+		Scenario:   fmt.Sprintf("%d nodes, %.0f GPUs per scheduler; %d pods over %d steps, some of them gone by the end (placed and pending count those left)", len(fl.Nodes)/2, gpus, len(outs[0].Pods), w.Steps),
 		Notes: []string{
 			"Both schedulers run in one kube-scheduler process (profiles gputopo-scheduler and default-scheduler with the in-tree DynamicResources plugin), each on its own identical copy of the fleet.",
 			"Slices come from gputopo's node agent on go-nvml's mock servers: " + fleetSummary(cluster) + ".",
