@@ -190,9 +190,12 @@ func fleetTable(s topology.FleetSummary) report.Table {
 	row("GPUs used", s.Used)
 	// Taints as the slices publish them: a DeviceTaintRule's are in the
 	// scheduler's gauge only (this report reads no rules).
-	free, partial, used := s.Tainted[topology.StateFree], s.Tainted[topology.StatePartial], s.Tainted[topology.StateUsed]
-	t.Rows = append(t.Rows, []string{"GPUs tainted (free / partly used / used)",
-		fmt.Sprintf("%d (%d / %d / %d)", free+partial+used, free, partial, used)})
+	total, each := 0, make([]string, len(topology.GPUStates))
+	for i, state := range topology.GPUStates {
+		total += s.Tainted[state]
+		each[i] = strconv.Itoa(s.Tainted[state])
+	}
+	t.Rows = append(t.Rows, []string{"GPUs tainted (free / partly used / used)", fmt.Sprintf("%d (%s)", total, strings.Join(each, " / "))})
 	row("free GPUs stranded (their NVLink domain or node is partly used)", s.Stranded)
 	t.Rows = append(t.Rows, []string{"NVLink domains wholly free", fmt.Sprintf("%d of %d", s.FreeNVLinkDomains, s.NVLinkDomains)})
 	t.Rows = append(t.Rows, []string{"multi-node cliques wholly free", fmt.Sprintf("%d of %d", s.FreeCliques, s.Cliques)})

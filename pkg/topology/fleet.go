@@ -91,6 +91,9 @@ const (
 	StateUsed    = "used"
 )
 
+// GPUStates are the states, in the order the gauges and reports list them.
+var GPUStates = []string{StateFree, StatePartial, StateUsed}
+
 // setKey names one counter set of one pool.
 type setKey struct {
 	driver, pool, set string
@@ -192,7 +195,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			case contract.TypeGPU:
 				g.counted = true
 				g.node, g.domain, g.clique = node, desc.NVLinkDomain, desc.Clique
-				g.tainted = keepsPodsOff(d.Taints)
+				g.tainted = anyKeepsClaimsOff(d.Taints)
 				if taken {
 					g.busy = true
 					g.full = g.full || use.Exclusive || capacityExhausted(d, use.Consumed)
@@ -304,8 +307,9 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	return sum
 }
 
-// keepsPodsOff reports whether one of the taints keeps claims off.
-func keepsPodsOff(taints []resourceapi.DeviceTaint) bool {
+// anyKeepsClaimsOff reports whether one of the taints keeps claims off
+// (SummarizeFleet's slices parameter hides the slices package there).
+func anyKeepsClaimsOff(taints []resourceapi.DeviceTaint) bool {
 	return slices.ContainsFunc(taints, KeepsClaimsOff)
 }
 

@@ -168,7 +168,7 @@ func emitFleet(ch chan<- metrics.Metric, s topology.FleetSummary) {
 	gauge(fleetGPUsDesc, s.Free, topology.StateFree)
 	gauge(fleetGPUsDesc, s.Partial, topology.StatePartial)
 	gauge(fleetGPUsDesc, s.Used, topology.StateUsed)
-	for _, state := range []string{topology.StateFree, topology.StatePartial, topology.StateUsed} {
+	for _, state := range topology.GPUStates {
 		gauge(fleetTaintedDesc, s.Tainted[state], state) // zero too: a taint lifted reads 0, not a stale series
 	}
 	gauge(fleetStrandedDesc, s.Stranded)
