@@ -95,6 +95,9 @@ type Session struct {
 	// bucket is memoBucket's, found once.
 	keyOnce sync.Once
 	bucket  *memoBucket
+	// selectorsKey is selectors', found once (selection.go).
+	selectorsOnce sync.Once
+	selectorsKey  string
 
 	// shared marks devices that hold at least one shared (consumable
 	// capacity) allocation in the ledger.

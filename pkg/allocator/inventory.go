@@ -97,6 +97,9 @@ type nodeView struct {
 	// matches and capFits memoize per-device results (viewmemo.go).
 	matches viewMemo[bool]
 	capFits viewMemo[capFit]
+	// selections keeps what the requests of recent sessions select
+	// (selection.go).
+	selections keptSelections
 	// shape numbers the view for the solution memo (shape.go).
 	shapeOnce sync.Once
 	shape     uint64
