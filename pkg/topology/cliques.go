@@ -30,39 +30,79 @@ type DeviceTaken func(driver, pool, device string) bool
 // newest generation of each pool counts, as for the allocator; slices
 // without a node (network-attached devices) are not a node's.
 func WholeGPUsByNode(slices []*resourceapi.ResourceSlice, taken DeviceTaken) map[string]*NodeGPUs {
-	current := newestGenerations(slices)
-	takenPhysical := map[string]bool{}
-	for _, s := range current {
+	x := IndexGPUs(slices)
+	return x.Count(func(i int) bool {
+		d := x.Devices[i]
+		return taken(d.Driver, d.Pool, d.Device)
+	})
+}
+
+// GPUIndex is what WholeGPUsByNode reads of the slices, read once so
+// that a caller with many ledgers and the same slices (the scheduler,
+// on every rebuild of its learned workload) counts against it directly:
+// describing every device each time was most of the count.
+type GPUIndex struct {
+	// Devices are the devices of the newest generations, which Count's
+	// taken is asked about by index.
+	Devices  []DeviceRef
+	physical []string // per device, its physical GPU ("" for none)
+	whole    []indexedGPU
+}
+
+// DeviceRef names a device.
+type DeviceRef struct{ Driver, Pool, Device string }
+
+// indexedGPU is a whole GPU of a node: its index in Devices and clique.
+type indexedGPU struct {
+	node   string
+	device int
+	clique string
+}
+
+// IndexGPUs reads the slices for Count.
+func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
+	x := &GPUIndex{}
+	for _, s := range newestGenerations(slices) {
+		node := ""
+		if s.Spec.NodeName != nil {
+			node = *s.Spec.NodeName
+		}
 		for _, d := range s.Spec.Devices {
-			if taken(s.Spec.Driver, s.Spec.Pool.Name, d.Name) {
-				if g := Describe(s.Spec.Driver, "", d.Attributes); g.Physical != "" {
-					takenPhysical[g.Physical] = true
-				}
+			i := len(x.Devices)
+			x.Devices = append(x.Devices, DeviceRef{s.Spec.Driver, s.Spec.Pool.Name, d.Name})
+			g := Describe(s.Spec.Driver, node, d.Attributes)
+			x.physical = append(x.physical, g.Physical)
+			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); node != "" && ok && typ.StringValue != nil && *typ.StringValue == contract.TypeGPU {
+				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique})
 			}
 		}
 	}
+	return x
+}
+
+// Count is WholeGPUsByNode on the indexed slices; taken reports whether
+// Devices[i] is allocated.
+func (x *GPUIndex) Count(taken func(i int) bool) map[string]*NodeGPUs {
+	isTaken := make([]bool, len(x.Devices))
+	takenPhysical := map[string]bool{}
+	for i := range x.Devices {
+		isTaken[i] = taken(i)
+		if isTaken[i] && x.physical[i] != "" {
+			takenPhysical[x.physical[i]] = true
+		}
+	}
 	out := map[string]*NodeGPUs{}
-	for _, s := range current {
-		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
-			continue
+	for _, w := range x.whole {
+		n := out[w.node]
+		if n == nil {
+			n = &NodeGPUs{}
+			out[w.node] = n
 		}
-		node := *s.Spec.NodeName
-		for _, d := range s.Spec.Devices {
-			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); !ok || typ.StringValue == nil || *typ.StringValue != contract.TypeGPU {
-				continue
-			}
-			n := out[node]
-			if n == nil {
-				n = &NodeGPUs{}
-				out[node] = n
-			}
-			g := Describe(s.Spec.Driver, node, d.Attributes)
-			n.GPUs++
-			if !taken(s.Spec.Driver, s.Spec.Pool.Name, d.Name) && (g.Physical == "" || !takenPhysical[g.Physical]) {
-				n.Free++
-			}
-			n.addClique(g.Clique)
+		n.GPUs++
+		if p := x.physical[w.device]; !isTaken[w.device] && (p == "" || !takenPhysical[p]) {
+			n.Free++
 		}
+		n.addClique(w.clique)
 	}
 	return out
 }

@@ -276,18 +276,25 @@ func (pl *GPUTopology) fleetGPUs(inv *allocator.Inventory, state *allocator.Allo
 				nodes = append(nodes, n)
 			}
 		}
-		return nodes, topology.WholeGPUsByNode(inv.Slices(), TakenIn(state)), nil
+		return nodes, pl.fleetIndexes.of(inv).count(state), nil
 	}
 }
 
 // TakenIn reports the devices allocated whole or in shares in state.
 func TakenIn(state *allocator.AllocatedState) topology.DeviceTaken {
+	taken := takenIDs(state)
+	return func(driver, pool, device string) bool {
+		return taken(structured.MakeDeviceID(driver, pool, device))
+	}
+}
+
+// takenIDs is TakenIn by device ID.
+func takenIDs(state *allocator.AllocatedState) func(structured.DeviceID) bool {
 	shared := make(map[structured.DeviceID]bool, len(state.AllocatedSharedDeviceIDs))
 	for id := range state.AllocatedSharedDeviceIDs {
 		shared[id.GetDeviceID()] = true
 	}
-	return func(driver, pool, device string) bool {
-		id := structured.MakeDeviceID(driver, pool, device)
+	return func(id structured.DeviceID) bool {
 		return state.AllocatedDevices.Has(id) || shared[id]
 	}
 }

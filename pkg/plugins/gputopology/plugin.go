@@ -57,6 +57,8 @@ type GPUTopology struct {
 
 	invMu sync.Mutex
 	inv   *allocator.Inventory
+	// fleetIndexes is the newest inventory's for fleetGPUs.
+	fleetIndexes fleetIndexes
 }
 
 // The configured workload counts as learnerPrior placed requests; at
