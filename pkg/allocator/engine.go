@@ -95,6 +95,9 @@ type Session struct {
 	// bucket is memoBucket's, found once.
 	keyOnce sync.Once
 	bucket  *memoBucket
+	// failures are the errors of remembered failures, by their parts
+	// (rememberedFailure).
+	failures sync.Map
 	// selectorsKey is selectors', found once (selection.go).
 	selectorsOnce sync.Once
 	selectorsKey  string
@@ -224,7 +227,7 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 		} else if e, ok := bucket.get(key); ok {
 			s.eng.memoHits.Add(1)
 			if e.sol == nil {
-				return nil, unsatisfiable(view, s.failureMessage(e.failed))
+				return nil, s.rememberedFailure(view, e.failed)
 			}
 			r := &run{s: s, ctx: ctx, node: node, view: view, f: s.eng.features, pol: s.eng.policy, host: host}
 			return r.result(s.adopt(e.sol), e.explored)

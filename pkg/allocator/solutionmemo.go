@@ -277,6 +277,23 @@ func (r *run) seedLedger(flags []byte) {
 	}
 }
 
+// rememberedFailure is the error of a remembered search that found
+// nothing, built once per session and entry: on a full fleet most nodes
+// answer with one of a few, and writing the message for each was 2% of
+// a replay. The memo keeps no failure of a view that names its pools, so
+// the error does not depend on the view.
+func (s *Session) rememberedFailure(view *nodeView, failed []failurePart) error {
+	if len(failed) == 0 {
+		return unsatisfiable(view, s.failureMessage(failed))
+	}
+	if err, ok := s.failures.Load(&failed[0]); ok {
+		return err.(error)
+	}
+	err := unsatisfiable(view, s.failureMessage(failed))
+	s.failures.Store(&failed[0], err)
+	return err
+}
+
 // adopt returns a remembered solution for this session: its picks point
 // to the requests of the session that found it, this session's are the
 // same by index.
