@@ -70,14 +70,12 @@ func (x *selection) appendKey(b []byte) []byte {
 }
 
 // selectors is what a session's selections read besides the view: the
-// engine (its features), whether upstream's stable allocator is served,
-// and each request's selectors, the class's then its own. Computed once.
+// engine (its features, which also say whether upstream's stable
+// allocator is served) and each request's selectors, the class's then
+// its own. Computed once.
 func (s *Session) selectors() string {
 	s.selectorsOnce.Do(func() {
 		b := binary.AppendUvarint(nil, s.eng.id)
-		if s.legacy {
-			b = append(b, 1)
-		}
 		for _, q := range s.reqs {
 			for _, sels := range [][]resourceapi.DeviceSelector{q.class.Spec.Selectors, q.selectors} {
 				b = binary.AppendUvarint(b, uint64(len(sels)))
