@@ -121,28 +121,42 @@ func (st Stream) Model() (*Model, error) {
 	return &Model{st: st, w: w, nodes: st.Fleet[0].Count, gpus: len(m.Devices)}, nil
 }
 
+// ModelRun is what one seed of a counting model served.
+type ModelRun struct {
+	// Served counts the jobs served; BeforeRejection those served before
+	// the first job that found no node with room.
+	Served, BeforeRejection int
+}
+
 // Served replays the stream's arrivals for seed, placing each job by
 // rule, and returns the jobs served.
-func (m *Model) Served(seed uint64, rule NodeRule) int {
+func (m *Model) Served(seed uint64, rule NodeRule) ModelRun {
 	free := make([]int, m.nodes)
 	for i := range free {
 		free[i] = m.gpus
 	}
 	var held departures[modelJob]
-	served := 0
+	var run ModelRun
+	rejected := false
 	for _, j := range m.st.jobs(seed, float64(m.nodes*m.gpus)) {
 		for held.Len() > 0 && held[0].leave <= j.arrive {
 			r := heap.Pop(&held).(modelJob)
 			free[r.node] += r.gpus
 		}
 		n := m.w[j.kind].GPUs
-		if i := rule(free, n); i >= 0 {
-			free[i] -= n
-			served++
-			heap.Push(&held, modelJob{job: j, node: i, gpus: n})
+		i := rule(free, n)
+		if i < 0 {
+			rejected = true
+			continue
 		}
+		free[i] -= n
+		run.Served++
+		if !rejected {
+			run.BeforeRejection++
+		}
+		heap.Push(&held, modelJob{job: j, node: i, gpus: n})
 	}
-	return served
+	return run
 }
 
 // modelJob is a served job of the counting model until it leaves.

@@ -50,7 +50,7 @@ func TestModel(t *testing.T) {
 	dgx := func(count int) []fleet.NodeGroup {
 		return []fleet.NodeGroup{{Name: "dgx", Count: count, Shape: mocknvml.DGXH100, Mode: config.Whole}}
 	}
-	served := func(t *testing.T, st Stream, seed uint64, rule NodeRule) int {
+	run := func(t *testing.T, st Stream, seed uint64, rule NodeRule) ModelRun {
 		t.Helper()
 		m, err := st.Model()
 		if err != nil {
@@ -58,20 +58,29 @@ func TestModel(t *testing.T) {
 		}
 		return m.Served(seed, rule)
 	}
+	served := func(t *testing.T, st Stream, seed uint64, rule NodeRule) int {
+		t.Helper()
+		return run(t, st, seed, rule).Served
+	}
 	t.Run("light load serves every job", func(t *testing.T) {
 		st := Stream{Name: "light", Jobs: 50, Load: 0.01, Kinds: wholeGPUs(1, 2, 4, 8), Fleet: dgx(2)}
-		if got := served(t, st, 1, WorstFit); got != 50 {
-			t.Errorf("served %d of 50", got)
+		if got := run(t, st, 1, WorstFit); got != (ModelRun{Served: 50, BeforeRejection: 50}) {
+			t.Errorf("served %+v, want all 50 before any rejection", got)
 		}
 	})
 	t.Run("whole nodes at full load: departures free them, not every job fits", func(t *testing.T) {
 		st := Stream{Name: "full", Jobs: 200, Load: 1, Kinds: wholeGPUs(8), Fleet: dgx(1)}
-		got := served(t, st, 1, FirstFit)
-		if got == 0 || got >= 200 {
-			t.Errorf("served %d of 200, want some but not all", got)
+		got := run(t, st, 1, FirstFit)
+		if got.Served == 0 || got.Served >= 200 {
+			t.Errorf("served %d of 200, want some but not all", got.Served)
 		}
-		if again := served(t, st, 1, BestFit); again != got {
-			t.Errorf("one node: best fit served %d, first fit %d", again, got)
+		// The first job finds the node empty; some job after it finds it
+		// taken, and some after that find it free again.
+		if got.BeforeRejection < 1 || got.BeforeRejection >= got.Served {
+			t.Errorf("served %d before the first rejection, %d in all: want at least the first, and fewer than all", got.BeforeRejection, got.Served)
+		}
+		if again := run(t, st, 1, BestFit); again != got {
+			t.Errorf("one node: best fit served %+v, first fit %+v", again, got)
 		}
 	})
 	t.Run("spreading serves fewer than packing on the same jobs", func(t *testing.T) {
