@@ -53,8 +53,9 @@ type Options struct {
 	CDIDir string
 	// ProbeInterval of the health monitor; 0 = its default.
 	ProbeInterval time.Duration
-	// FabricPollInterval: how often the clique of a GPU whose NVLink
-	// fabric is still being set up is read again; 0 = 10s.
+	// FabricPollInterval: how often the GPUs' NVLink cliques are read
+	// again, to publish one that becomes known, changes or is lost;
+	// 0 = 10s.
 	FabricPollInterval time.Duration
 }
 
@@ -62,7 +63,7 @@ type Options struct {
 type Agent struct {
 	opts Options
 	// publishMu serializes publishing, and guards the GPUs' cliques
-	// (read when publishing, written by awaitCliques). The layout's
+	// (read when publishing, written by followCliques). The layout's
 	// devices point into gpus.
 	publishMu sync.Mutex
 	gpus      []discovery.GPU
@@ -148,22 +149,29 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		return nil, err
 	}
 	pending := slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending })
-	// While the fabric is set up the label is left as it is: awaitCliques
-	// sets it once the clique is known.
+	// While the fabric is set up the label is left as it is:
+	// followCliques sets it once the clique is known.
+	var labelled *string
 	if o.Config.CliqueLabel && !pending {
-		if err := labelClique(ctx, o.KubeClient, o.NodeName, gpus); err != nil {
-			// The slices are out; the node is only missing its label.
+		clique, _ := nodeClique(gpus)
+		err := labelClique(ctx, o.KubeClient, o.NodeName, gpus)
+		if err == nil || errors.Is(err, errLabelRemoved) {
+			labelled = &clique
+		}
+		if err != nil {
+			// The slices are out; the node is only missing its label,
+			// which followCliques sets again.
 			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
 		}
 	}
 	if pending {
 		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			a.awaitCliques(ctx)
-		}()
 	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.followCliques(ctx, labelled)
+	}()
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()

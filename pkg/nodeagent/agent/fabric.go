@@ -12,73 +12,95 @@ import (
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 )
 
-// defaultFabricPollInterval is how often a GPU's clique is read again
-// while its NVLink fabric is still being set up.
+// defaultFabricPollInterval is how often the cliques of GPUs on a
+// multi-node NVLink fabric are read again.
 const defaultFabricPollInterval = 10 * time.Second
 
-// awaitCliques reads again the clique of GPUs whose NVLink fabric was
-// still being set up when the agent started (the fabric manager starts
-// with the node, often after the agent), and publishes each clique once
-// it is known. Without it such a GB200 tray would be in no clique, and
-// out of every pod group's placement, until the agent restarts. With
-// cliqueLabel the node is labelled once no GPU is pending (before, its
-// GPUs would disagree), retried until the API server takes it.
-func (a *Agent) awaitCliques(ctx context.Context) {
+// followCliques reads the clique of every GPU again at each interval and
+// publishes it when it changes:
+//   - a fabric still being set up when the agent started (the fabric
+//     manager starts with the node, often after the agent): without this
+//     such a GB200 tray would be in no clique, and out of every pod
+//     group's placement, until the agent restarts;
+//   - a clique that changes later (the tray moved to another rack's
+//     fabric) or is lost (the fabric reports an error): a stale clique
+//     would send pod groups to GPUs that cannot reach each other.
+//
+// With cliqueLabel the node's label follows too, once no GPU is pending
+// (before, its GPUs would disagree), retried until the API server takes
+// it. labelled is the clique the label was set to at start, nil when it
+// was not set then.
+func (a *Agent) followCliques(ctx context.Context, labelled *string) {
 	interval := a.opts.FabricPollInterval
 	if interval <= 0 {
 		interval = defaultFabricPollInterval
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	pending, labelled := true, !a.opts.Config.CliqueLabel
-	for pending || !labelled {
+	republish := false
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if pending {
-			var changed bool
-			changed, pending = a.rereadCliques(ctx)
-			if changed {
-				if err := a.publish(ctx); err != nil && ctx.Err() == nil {
-					utilruntime.HandleErrorWithContext(ctx, err, "Republishing with the GPUs' NVLink clique")
-				}
+		changed, pending := a.rereadCliques(ctx)
+		if republish = republish || changed; republish {
+			err := a.publish(ctx)
+			republish = err != nil
+			if err != nil && ctx.Err() == nil {
+				utilruntime.HandleErrorWithContext(ctx, err, "Republishing with the GPUs' NVLink cliques")
 			}
 		}
-		if !pending && !labelled {
-			err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, a.gpuSnapshot())
-			// GPUs that disagree on their clique are no reason to retry.
-			labelled = err == nil || errors.Is(err, errLabelRemoved)
-			if err != nil && ctx.Err() == nil {
-				utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
-			}
+		if pending || !a.opts.Config.CliqueLabel {
+			continue
+		}
+		gpus := a.gpuSnapshot()
+		want, _ := nodeClique(gpus)
+		if labelled != nil && *labelled == want {
+			continue
+		}
+		err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, gpus)
+		// GPUs that disagree on their clique are no reason to retry.
+		if err == nil || errors.Is(err, errLabelRemoved) {
+			labelled = &want
+		}
+		if err != nil && ctx.Err() == nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
 		}
 	}
 }
 
-// rereadCliques reads the clique of every GPU still pending; it says
-// whether a clique became known and whether any GPU is still pending.
+// rereadCliques reads the clique of every GPU; it says whether one
+// changed (became known, moved or was lost) and whether any GPU's fabric
+// is still being set up. A GPU that does not answer keeps what was read
+// last.
 func (a *Agent) rereadCliques(ctx context.Context) (changed, pending bool) {
 	a.publishMu.Lock()
 	defer a.publishMu.Unlock()
+	logger := klog.FromContext(ctx)
 	for i := range a.gpus {
 		g := &a.gpus[i]
-		if !g.CliquePending {
-			continue
-		}
 		d, ret := a.opts.NVML.DeviceGetHandleByUUID(g.UUID)
 		if ret != nvml.SUCCESS {
-			pending = true // read again next time
+			pending = pending || g.CliquePending
 			continue
 		}
-		g.CliqueID, g.CliquePending = discovery.ReadClique(d)
-		if g.CliquePending {
-			pending = true
+		id, stillPending := discovery.ReadClique(d)
+		pending = pending || stillPending
+		if id == g.CliqueID && stillPending == g.CliquePending {
 			continue
 		}
-		changed = changed || g.CliqueID != ""
-		klog.FromContext(ctx).Info("GPU's NVLink fabric is set up", "gpu", g.Index, "uuid", g.UUID, "clique", g.CliqueID)
+		switch {
+		case stillPending:
+			logger.Info("GPU's NVLink fabric is being set up again", "gpu", g.Index, "uuid", g.UUID, "previousClique", g.CliqueID)
+		case g.CliquePending:
+			logger.Info("GPU's NVLink fabric is set up", "gpu", g.Index, "uuid", g.UUID, "clique", id)
+		default:
+			logger.Info("GPU's NVLink clique changed", "gpu", g.Index, "uuid", g.UUID, "clique", id, "previousClique", g.CliqueID)
+		}
+		changed = changed || id != g.CliqueID
+		g.CliqueID, g.CliquePending = id, stillPending
 	}
 	return changed, pending
 }

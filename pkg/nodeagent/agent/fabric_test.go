@@ -139,3 +139,78 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A clique that changes after it is known is followed: a tray moved to
+// another rack's fabric is published, and labelled, in the new rack's
+// clique; a fabric that then fails takes the tray out of every clique.
+func TestCliqueFollowedAfterItIsKnown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lib, err := mocknvml.NewWith(mocknvml.GB200Tray, mocknvml.Options{Name: "tray-1", Rack: "rack-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
+	cfg := config.Default()
+	cfg.CliqueLabel = true
+	o := testOptions("tray-1", cfg, lib, client, t.TempDir())
+	o.FabricPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+
+	// published is the one clique every published GPU is in, "" for
+	// none, and whether all four are out and agree.
+	published := func() (string, bool) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range list.Items {
+			for _, d := range s.Spec.Devices {
+				out = append(out, cliqueOf(d))
+			}
+		}
+		if len(out) != 4 {
+			return "", false
+		}
+		for _, c := range out {
+			if c != out[0] {
+				return "", false
+			}
+		}
+		return out[0], true
+	}
+	label := func() (string, bool) {
+		node, err := client.CoreV1().Nodes().Get(ctx, "tray-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := node.Labels[contract.LabelClique]
+		return v, ok
+	}
+	var first string
+	waitFor(t, "the GPUs published and labelled in rack-a's clique", func() bool {
+		c, ok := published()
+		l, labelled := label()
+		first = c
+		return ok && c != "" && labelled && l == c
+	})
+
+	lib.MoveToRack("rack-b")
+	waitFor(t, "the GPUs published and labelled in rack-b's clique", func() bool {
+		c, ok := published()
+		l, labelled := label()
+		return ok && c != "" && c != first && labelled && l == c
+	})
+
+	lib.FailFabric()
+	waitFor(t, "the GPUs published in no clique, and the label removed", func() bool {
+		c, ok := published()
+		_, labelled := label()
+		return ok && c == "" && !labelled
+	})
+}

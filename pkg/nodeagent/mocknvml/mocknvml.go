@@ -132,6 +132,26 @@ func (s *Server) CompleteFabric() {
 	}
 }
 
+// MoveToRack moves a GB200 tray to another rack's NVLink fabric (its
+// trays recabled, say): NVML now reports that rack's cluster.
+func (s *Server) MoveToRack(rack string) {
+	if s.fabric != nil {
+		s.fabric.mu.Lock()
+		s.fabric.cluster, s.fabric.failed = seededUUID("cluster/"+rack), false
+		s.fabric.mu.Unlock()
+	}
+}
+
+// FailFabric makes a GB200 tray's NVLink fabric report that it was set
+// up with an error (an NVSwitch tray lost, say): no clique.
+func (s *Server) FailFabric() {
+	if s.fabric != nil {
+		s.fabric.mu.Lock()
+		s.fabric.failed = true
+		s.fabric.mu.Unlock()
+	}
+}
+
 // ParseShape checks a shape name.
 func ParseShape(name string) (Shape, error) {
 	if slices.Contains(Shapes, Shape(name)) {

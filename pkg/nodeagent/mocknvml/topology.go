@@ -2,6 +2,7 @@ package mocknvml
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -23,12 +24,30 @@ type topology struct {
 const nvswitchPCIDeviceID = 0x22a310de
 
 type fabric struct {
-	cluster [16]byte
-	clique  uint32
+	clique uint32
 	// pending: the fabric manager has not finished setting the fabric
 	// up (a tray booting), so NVML reports it in progress, without a
 	// clique.
 	pending atomic.Bool
+	// mu guards what NVML reports once the fabric is set up: the
+	// cluster (the rack), or an error.
+	mu      sync.Mutex
+	cluster [16]byte
+	failed  bool
+}
+
+// info is the fabric as NVML's GetGpuFabricInfo reports it.
+func (f *fabric) info() nvml.GpuFabricInfo {
+	if f.pending.Load() {
+		return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_IN_PROGRESS, Status: uint32(nvml.ERROR_UNKNOWN)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed {
+		return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.ERROR_UNKNOWN)}
+	}
+	return nvml.GpuFabricInfo{ClusterUuid: f.cluster, CliqueId: f.clique,
+		State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.SUCCESS)}
 }
 
 // nvswitch: every GPU reaches every other through NVSwitch; GPUs 0-3 on
@@ -113,11 +132,7 @@ func (t topology) wire(s *server.Server) {
 			if t.fabric == nil {
 				return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_NOT_SUPPORTED}, nvml.ERROR_NOT_SUPPORTED
 			}
-			if t.fabric.pending.Load() {
-				return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_IN_PROGRESS, Status: uint32(nvml.ERROR_UNKNOWN)}, nvml.SUCCESS
-			}
-			return nvml.GpuFabricInfo{ClusterUuid: t.fabric.cluster, CliqueId: t.fabric.clique,
-				State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.SUCCESS)}, nvml.SUCCESS
+			return t.fabric.info(), nvml.SUCCESS
 		}
 	}
 }
