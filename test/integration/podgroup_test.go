@@ -407,6 +407,16 @@ func TestNodeAgentCliqueLabel(t *testing.T) {
 			t.Errorf("agent of tray-0 changing %s: %v, want a denial by the admission policy", what, err)
 		}
 	}
+	// What the agent does when its tray moves to another rack's fabric,
+	// and when the fabric fails: change, then remove, its node's label.
+	for _, step := range []struct{ what, body string }{
+		{"moves its node to another clique", `{"metadata":{"labels":{"nvidia.com/gpu.clique":"rack-8.1"}}}`},
+		{"removes its node's clique", `{"metadata":{"labels":{"nvidia.com/gpu.clique":null}}}`},
+	} {
+		if _, err := probe.CoreV1().Nodes().Patch(c.ctx, "tray-0", types.StrategicMergePatchType, []byte(step.body), metav1.PatchOptions{}); err != nil {
+			t.Errorf("agent of tray-0 %s: %v, want it allowed", step.what, err)
+		}
+	}
 }
 
 // A claim that the pods of a group share (here one GPU for the whole
