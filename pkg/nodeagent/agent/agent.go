@@ -57,6 +57,10 @@ type Options struct {
 	// again, to publish one that becomes known, changes or is lost;
 	// 0 = 10s.
 	FabricPollInterval time.Duration
+	// MIGPollInterval: how often the GPU instances of GPUs in MIG mode
+	// are listed again, to withhold the partitions of those that others
+	// made and offer them again once they are gone; 0 = 30s.
+	MIGPollInterval time.Duration
 }
 
 // Agent runs on one node.
@@ -172,6 +176,13 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		defer a.wg.Done()
 		a.followCliques(ctx, labelled)
 	}()
+	if slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.MIGEnabled }) {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.followForeignInstances(ctx)
+		}()
+	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()

@@ -1,6 +1,11 @@
 package agent
 
 import (
+	"context"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
@@ -8,22 +13,97 @@ import (
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
+// defaultMIGPollInterval is how often the GPU instances of GPUs in MIG
+// mode are listed again, to notice those that others make or destroy.
+const defaultMIGPollInterval = 30 * time.Second
+
 // withholdForeignInstances leaves unpublished the MIG partitions (and
-// the whole GPU) whose slices hold a GPU instance that no claim in the
-// checkpoint made: NVIDIA's mig-manager or an operator created it, and
-// a workload may run on it. Offered, the scheduler would allocate its
-// slices and the prepare would fail; the slices come back when the
-// agent restarts after the instance is gone.
+// the whole GPU) whose slices hold a GPU instance, found at start, that
+// no claim in the checkpoint made: NVIDIA's mig-manager or an operator
+// created it, and a workload may run on it. Offered, the scheduler would
+// allocate its slices and the prepare would fail. followForeignInstances
+// offers them again once the instance is gone.
 func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepare.Preparer, gpus []discovery.GPU) {
 	for _, g := range gpus {
-		for _, inst := range g.MIGInstances {
-			if p.Owns(g.UUID, inst.Profile, inst.Start) {
-				continue
-			}
-			if names := l.Withhold(g.Index, inst.Placement); len(names) > 0 {
-				logger.Error(nil, "MIG instance not made by this agent: the partitions on its slices are not offered until it is destroyed and the agent restarts",
-					"gpu", g.Index, "uuid", g.UUID, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", names)
+		others, _ := p.Unowned(g.UUID, func() ([]discovery.MIGInstance, error) { return g.MIGInstances, nil })
+		if names, _ := l.WithholdOnly(g.Index, placements(others)); len(names) > 0 {
+			logForeign(logger, g, others, names)
+		}
+	}
+}
+
+// followForeignInstances lists the instances of every GPU in MIG mode
+// again at each interval, and republishes when the partitions withheld
+// change: an instance another tool made since, or one that is gone.
+func (a *Agent) followForeignInstances(ctx context.Context) {
+	interval := a.opts.MIGPollInterval
+	if interval <= 0 {
+		interval = defaultMIGPollInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	republish := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if republish = a.rereadForeignInstances(ctx) || republish; republish {
+			err := a.publish(ctx)
+			republish = err != nil
+			if err != nil && ctx.Err() == nil {
+				utilruntime.HandleErrorWithContext(ctx, err, "Republishing after MIG instances made or destroyed by others")
 			}
 		}
 	}
+}
+
+// rereadForeignInstances withholds what the instances that others made
+// hold now; it says whether that changed. A GPU that does not answer, or
+// whose instances cannot be listed, keeps what was withheld.
+func (a *Agent) rereadForeignInstances(ctx context.Context) (changed bool) {
+	a.publishMu.Lock()
+	defer a.publishMu.Unlock()
+	logger := klog.FromContext(ctx)
+	for _, g := range a.gpus {
+		if !g.MIGEnabled {
+			continue
+		}
+		d, ret := a.opts.NVML.DeviceGetHandleByUUID(g.UUID)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		others, err := a.preparer.Unowned(g.UUID, func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) })
+		if err != nil {
+			logger.V(2).Info("MIG instances not listed", "gpu", g.Index, "uuid", g.UUID, "err", err)
+			continue
+		}
+		names, gpuChanged := a.layout.WithholdOnly(g.Index, placements(others))
+		if !gpuChanged {
+			continue
+		}
+		changed = true
+		if len(others) == 0 {
+			logger.Info("MIG instances made by others are gone: the GPU's partitions are offered again", "gpu", g.Index, "uuid", g.UUID)
+			continue
+		}
+		logForeign(logger, g, others, names)
+	}
+	return changed
+}
+
+func logForeign(logger klog.Logger, g discovery.GPU, others []discovery.MIGInstance, withheld []string) {
+	for _, inst := range others {
+		logger.Error(nil, "MIG instance not made by this agent: the partitions on its slices are not offered until it is destroyed",
+			"gpu", g.Index, "uuid", g.UUID, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
+	}
+}
+
+func placements(instances []discovery.MIGInstance) []discovery.Placement {
+	out := make([]discovery.Placement, len(instances))
+	for i, inst := range instances {
+		out[i] = inst.Placement
+	}
+	return out
 }

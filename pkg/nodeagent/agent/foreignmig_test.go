@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
@@ -91,4 +92,88 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 	a = start()
 	defer a.Stop()
 	check("restarted with its own instance on GPU 0")
+}
+
+// Instances that others make or destroy while the agent runs are
+// followed: the partitions of a new one are withdrawn from the slices,
+// those of one destroyed offered again. The agent's own instance, made
+// by a prepare in between, is never withdrawn.
+func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
+	cfg := config.Default()
+	cfg.DefaultMode = config.MIG
+	o := testOptions("node-1", cfg, lib, client, t.TempDir())
+	o.MIGPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	published := func() []string {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range list.Items {
+			for _, d := range s.Spec.Devices {
+				names = append(names, d.Name)
+			}
+		}
+		return names
+	}
+	onGPU1 := []string{"gpu-1", "gpu-1-mig-3g40gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-2g20gb-4", "gpu-1-mig-7g80gb-0"}
+	stillOffered := []string{"gpu-1-mig-4g40gb-0", "gpu-1-mig-1g10gb-3", "gpu-2"}
+	waitFor(t, "every partition of GPU 1 offered", func() bool { return containsAll(published(), onGPU1...) })
+
+	// The agent's own instance on GPU 0.
+	claim, err := client.ResourceV1().ResourceClaims("team").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Preparer().Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	// Another tool's 3g.40gb on GPU 1, slices 4-7.
+	gpu1 := lib.Devices[1].(*server.Device)
+	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	gi, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4})
+	if ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	waitFor(t, "GPU 1's partitions on the new instance withdrawn", func() bool { return containsNone(published(), onGPU1...) })
+	time.Sleep(50 * time.Millisecond) // several polls
+	got := published()
+	if !containsAll(got, stillOffered...) || !containsAll(got, "gpu-0", "gpu-0-mig-3g40gb-4") {
+		t.Errorf("published %v: want %v, and GPU 0 with the agent's own instance, still offered", got, stillOffered)
+	}
+
+	if ret := gi.Destroy(); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	waitFor(t, "GPU 1's partitions offered again", func() bool { return containsAll(published(), onGPU1...) })
+}
+
+func containsAll(have []string, want ...string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func containsNone(have []string, unwanted ...string) bool {
+	for _, u := range unwanted {
+		if slices.Contains(have, u) {
+			return false
+		}
+	}
+	return true
 }

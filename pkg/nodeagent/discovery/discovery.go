@@ -179,7 +179,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	}
 	if g.MIGEnabled {
 		var err error
-		if g.MIGInstances, err = migInstances(d); err != nil {
+		if g.MIGInstances, err = MIGInstances(d); err != nil {
 			opts.problem(i, fmt.Errorf("device %d: existing MIG instances not listed: %w", i, err))
 		}
 	}

@@ -126,9 +126,9 @@ func migProfiles(d nvml.Device, g *GPU) error {
 	return nil
 }
 
-// migInstances lists the GPU instances of every profile (the agent
+// MIGInstances lists the GPU instances of every profile (the agent
 // publishes only some profiles, but an instance of any holds its slices).
-func migInstances(d nvml.Device) ([]MIGInstance, error) {
+func MIGInstances(d nvml.Device) ([]MIGInstance, error) {
 	var out []MIGInstance
 	for id := range nvml.GPU_INSTANCE_PROFILE_COUNT {
 		info, ret := d.GetGpuInstanceProfileInfo(id)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
@@ -325,12 +326,31 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// Owns tells whether a claim in the checkpoint holds, or was creating,
-// a GPU instance of the profile (NVML's profile index, as
-// GetGpuInstanceProfileInfo takes it) at slice start of GPU uuid.
-func (p *Preparer) Owns(uuid string, profile, start int) bool {
+// Unowned lists the GPU instances of GPU uuid with list, and returns
+// those that no claim in the checkpoint holds or was creating. It lists
+// them while no claim is being prepared or unprepared, so that an
+// instance being made or destroyed for a claim is never taken for
+// another's.
+func (p *Preparer) Unowned(uuid string, list func() ([]discovery.MIGInstance, error)) ([]discovery.MIGInstance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	instances, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var out []discovery.MIGInstance
+	for _, inst := range instances {
+		if !p.owns(uuid, inst.Profile, inst.Start) {
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+// owns tells whether a claim in the checkpoint holds, or was creating,
+// a GPU instance of the profile (NVML's profile index, as
+// GetGpuInstanceProfileInfo takes it) at slice start of GPU uuid.
+func (p *Preparer) owns(uuid string, profile, start int) bool {
 	for _, c := range p.claims {
 		for _, d := range c.Devices {
 			if m := d.MIG; m != nil && m.ParentUUID == uuid && m.ProfileID == profile && m.Start == start && (m.Created || m.Creating) {

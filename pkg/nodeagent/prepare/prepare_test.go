@@ -354,8 +354,10 @@ func TestVersion1CheckpointAdoptsItsInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.restart(t)
-	if !n.p.Owns(uuid, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3) {
-		t.Error("the version 1 record does not own its instance")
+	if others, err := n.p.Unowned(uuid, func() ([]discovery.MIGInstance, error) {
+		return []discovery.MIGInstance{{Profile: nvml.GPU_INSTANCE_PROFILE_1_SLICE, Placement: discovery.Placement{Start: 3, Size: 1}}}, nil
+	}); err != nil || len(others) > 0 {
+		t.Errorf("the version 1 record does not own its instance: others' %v, %v", others, err)
 	}
 	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-4-mig-1g10gb-3").obj()); err != nil {
 		t.Fatal(err)

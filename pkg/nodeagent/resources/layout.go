@@ -116,20 +116,37 @@ func (l *Layout) Device(name string) (Device, bool) {
 	return l.Devices[i], true
 }
 
-// Withhold leaves out of the published devices the MIG partitions of
-// GPU index whose slices overlap p, and the whole GPU: an existing GPU
-// instance there that the agent did not create holds those slices. It
-// returns the names withheld.
-func (l *Layout) Withhold(index int, p discovery.Placement) []string {
-	var names []string
+// WithholdOnly sets which devices of GPU index are left out of the
+// published ones: the MIG partitions whose slices overlap one of
+// placements, and the whole GPU when there is any (GPU instances that
+// the agent did not create hold those slices). It returns the names
+// withheld now and whether that changed.
+func (l *Layout) WithholdOnly(index int, placements []discovery.Placement) (names []string, changed bool) {
 	for _, d := range l.Devices {
-		if d.GPU.Index != index || d.Mode != config.MIG || (d.MIG != nil && !d.Placement.Overlaps(p)) || l.withheld[d.Name] {
+		if d.GPU.Index != index || d.Mode != config.MIG {
 			continue
 		}
-		l.withheld[d.Name] = true
-		names = append(names, d.Name)
+		hold := len(placements) > 0 && (d.MIG == nil || overlapsAny(d.Placement, placements))
+		if hold != l.withheld[d.Name] {
+			changed = true
+		}
+		if hold {
+			l.withheld[d.Name] = true
+			names = append(names, d.Name)
+		} else {
+			delete(l.withheld, d.Name)
+		}
 	}
-	return names
+	return names, changed
+}
+
+func overlapsAny(p discovery.Placement, others []discovery.Placement) bool {
+	for _, o := range others {
+		if p.Overlaps(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // Pool is the name of the node's pool: the node name.

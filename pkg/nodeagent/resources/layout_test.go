@@ -1,6 +1,7 @@
 package resources_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -397,5 +398,53 @@ func TestPartitionShare(t *testing.T) {
 	}
 	if got := topology.PartitionShare(&resourceapi.Device{Name: "plain"}, nil); got != 1 {
 		t.Errorf("device without counters: share %v, want 1", got)
+	}
+}
+
+// WithholdOnly leaves out exactly the partitions of a GPU that overlap
+// the given placements, and the whole GPU while there is any; what is no
+// longer held comes back. The other GPUs' devices are not touched.
+func TestWithholdOnly(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
+	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := func() map[string]bool {
+		devs, _ := poolOf(t, l, nil)
+		out := map[string]bool{}
+		for _, d := range devs {
+			out[d.Name] = true
+		}
+		return out
+	}
+	all := published()
+	for _, step := range []struct {
+		name        string
+		gpu         int
+		placements  []discovery.Placement
+		wantHeld    []string
+		wantChanged bool
+	}{
+		{"a 3g.40gb at slices 4-7", 1, []discovery.Placement{{Start: 4, Size: 4}},
+			[]string{"gpu-1", "gpu-1-mig-1g10gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-1g10gb-6", "gpu-1-mig-1g20gb-4", "gpu-1-mig-1g20gb-6", "gpu-1-mig-2g20gb-4", "gpu-1-mig-3g40gb-4", "gpu-1-mig-7g80gb-0"}, true},
+		{"the same again", 1, []discovery.Placement{{Start: 4, Size: 4}},
+			[]string{"gpu-1", "gpu-1-mig-1g10gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-1g10gb-6", "gpu-1-mig-1g20gb-4", "gpu-1-mig-1g20gb-6", "gpu-1-mig-2g20gb-4", "gpu-1-mig-3g40gb-4", "gpu-1-mig-7g80gb-0"}, false},
+		{"replaced by a 1g.10gb at slice 0", 1, []discovery.Placement{{Start: 0, Size: 1}},
+			[]string{"gpu-1", "gpu-1-mig-1g10gb-0", "gpu-1-mig-1g20gb-0", "gpu-1-mig-2g20gb-0", "gpu-1-mig-3g40gb-0", "gpu-1-mig-4g40gb-0", "gpu-1-mig-7g80gb-0"}, true},
+		{"gone", 1, nil, nil, true},
+	} {
+		held, changed := l.WithholdOnly(step.gpu, step.placements)
+		slices.Sort(held)
+		want := slices.Sorted(slices.Values(step.wantHeld))
+		if !slices.Equal(held, want) || changed != step.wantChanged {
+			t.Errorf("%s: withheld %v, changed %v; want %v, %v", step.name, held, changed, want, step.wantChanged)
+		}
+		got := published()
+		for name := range all {
+			if got[name] == slices.Contains(want, name) {
+				t.Errorf("%s: %s published %v", step.name, name, got[name])
+			}
+		}
 	}
 }
