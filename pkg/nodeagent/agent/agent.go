@@ -67,7 +67,8 @@ type Options struct {
 type Agent struct {
 	opts Options
 	// publishMu serializes publishing, and guards the GPUs' cliques
-	// (read when publishing, written by followCliques). The layout's
+	// (read when publishing, written by followCliques) and the layout's
+	// withheld devices (written by followForeignInstances). The layout's
 	// devices point into gpus.
 	publishMu sync.Mutex
 	gpus      []discovery.GPU
@@ -205,7 +206,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 func AckDir(pluginDir string) string { return filepath.Join(pluginDir, "recovered") }
 
 // Layout is the node's devices: those published, and those withheld
-// from publication (Layout.Withhold).
+// from publication (Layout.WithholdOnly).
 func (a *Agent) Layout() *resources.Layout { return a.layout }
 
 // Preparer applies allocations on the node.

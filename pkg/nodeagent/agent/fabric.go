@@ -12,8 +12,9 @@ import (
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 )
 
-// defaultFabricPollInterval is how often the cliques of GPUs on a
-// multi-node NVLink fabric are read again.
+// defaultFabricPollInterval is how often the GPUs' multi-node NVLink
+// cliques are read again: on every node, as NVML answers at once for a
+// GPU without a fabric.
 const defaultFabricPollInterval = 10 * time.Second
 
 // followCliques reads the clique of every GPU again at each interval and
@@ -73,8 +74,9 @@ func (a *Agent) followCliques(ctx context.Context, labelled *string) {
 
 // rereadCliques reads the clique of every GPU; it says whether one
 // changed (became known, moved or was lost) and whether any GPU's fabric
-// is still being set up. A GPU that does not answer keeps what was read
-// last.
+// is still being set up. A GPU that does not answer, or whose read fails
+// (lost, resetting), keeps what was read last: a passing error is no
+// reason to take the node out of its clique.
 func (a *Agent) rereadCliques(ctx context.Context) (changed, pending bool) {
 	a.publishMu.Lock()
 	defer a.publishMu.Unlock()
@@ -86,7 +88,11 @@ func (a *Agent) rereadCliques(ctx context.Context) (changed, pending bool) {
 			pending = pending || g.CliquePending
 			continue
 		}
-		id, stillPending := discovery.ReadClique(d)
+		id, stillPending, ok := discovery.ReadClique(d)
+		if !ok {
+			pending = pending || g.CliquePending
+			continue
+		}
 		pending = pending || stillPending
 		if id == g.CliqueID && stillPending == g.CliquePending {
 			continue

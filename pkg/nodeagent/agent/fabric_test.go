@@ -143,6 +143,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // A clique that changes after it is known is followed: a tray moved to
 // another rack's fabric is published, and labelled, in the new rack's
 // clique; a fabric that then fails takes the tray out of every clique.
+// Reads of the fabric that fail for a while change nothing.
 func TestCliqueFollowedAfterItIsKnown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -199,6 +200,17 @@ func TestCliqueFollowedAfterItIsKnown(t *testing.T) {
 		first = c
 		return ok && c != "" && labelled && l == c
 	})
+
+	// Reads that fail for a while (a GPU resetting) change nothing.
+	lib.FailFabricReads(true)
+	time.Sleep(50 * time.Millisecond) // several polls
+	if c, ok := published(); !ok || c != first {
+		t.Errorf("while the fabric reads fail: published clique %q (all four agree: %v), want %q", c, ok, first)
+	}
+	if l, labelled := label(); !labelled || l != first {
+		t.Errorf("while the fabric reads fail: label %q (set: %v), want %q", l, labelled, first)
+	}
+	lib.FailFabricReads(false)
 
 	lib.MoveToRack("rack-b")
 	waitFor(t, "the GPUs published and labelled in rack-b's clique", func() bool {

@@ -27,7 +27,7 @@ func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepar
 	for _, g := range gpus {
 		others, _ := p.Unowned(g.UUID, func() ([]discovery.MIGInstance, error) { return g.MIGInstances, nil })
 		if names, _ := l.WithholdOnly(g.Index, placements(others)); len(names) > 0 {
-			logForeign(logger, g, others, names)
+			logForeign(logger, g.Index, g.UUID, others, names)
 		}
 	}
 }
@@ -61,42 +61,47 @@ func (a *Agent) followForeignInstances(ctx context.Context) {
 
 // rereadForeignInstances withholds what the instances that others made
 // hold now; it says whether that changed. A GPU that does not answer, or
-// whose instances cannot be listed, keeps what was withheld.
+// whose instances cannot be listed, keeps what was withheld. The list
+// waits for a prepare in progress, so it is taken before publishMu:
+// publishing (after a health change) does not wait for it. Only this
+// goroutine changes what is withheld after start, and a GPU's UUID,
+// index and MIG mode never change.
 func (a *Agent) rereadForeignInstances(ctx context.Context) (changed bool) {
-	a.publishMu.Lock()
-	defer a.publishMu.Unlock()
 	logger := klog.FromContext(ctx)
-	for _, g := range a.gpus {
-		if !g.MIGEnabled {
+	for i := range a.gpus {
+		uuid, index := a.gpus[i].UUID, a.gpus[i].Index
+		if !a.gpus[i].MIGEnabled {
 			continue
 		}
-		d, ret := a.opts.NVML.DeviceGetHandleByUUID(g.UUID)
+		d, ret := a.opts.NVML.DeviceGetHandleByUUID(uuid)
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		others, err := a.preparer.Unowned(g.UUID, func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) })
+		others, err := a.preparer.Unowned(uuid, func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) })
 		if err != nil {
-			logger.V(2).Info("MIG instances not listed", "gpu", g.Index, "uuid", g.UUID, "err", err)
+			logger.V(2).Info("MIG instances not listed", "gpu", index, "uuid", uuid, "err", err)
 			continue
 		}
-		names, gpuChanged := a.layout.WithholdOnly(g.Index, placements(others))
+		a.publishMu.Lock()
+		names, gpuChanged := a.layout.WithholdOnly(index, placements(others))
+		a.publishMu.Unlock()
 		if !gpuChanged {
 			continue
 		}
 		changed = true
 		if len(others) == 0 {
-			logger.Info("MIG instances made by others are gone: the GPU's partitions are offered again", "gpu", g.Index, "uuid", g.UUID)
+			logger.Info("MIG instances made by others are gone: the GPU's partitions are offered again", "gpu", index, "uuid", uuid)
 			continue
 		}
-		logForeign(logger, g, others, names)
+		logForeign(logger, index, uuid, others, names)
 	}
 	return changed
 }
 
-func logForeign(logger klog.Logger, g discovery.GPU, others []discovery.MIGInstance, withheld []string) {
+func logForeign(logger klog.Logger, index int, uuid string, others []discovery.MIGInstance, withheld []string) {
 	for _, inst := range others {
 		logger.Error(nil, "MIG instance not made by this agent: the partitions on its slices are not offered until it is destroyed",
-			"gpu", g.Index, "uuid", g.UUID, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
+			"gpu", index, "uuid", uuid, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
 	}
 }
 

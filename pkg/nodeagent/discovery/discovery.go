@@ -173,7 +173,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		g.NUMANode = n
 	}
 	nvlinks(d, &g)
-	g.CliqueID, g.CliquePending = ReadClique(d)
+	g.CliqueID, g.CliquePending, _ = ReadClique(d)
 	if err := migProfiles(d, &g); err != nil {
 		return GPU{}, fmt.Errorf("device %d: %w", i, err)
 	}
@@ -238,27 +238,33 @@ func linkGBps(version nvml.NvlinkVersion) int64 {
 // ReadClique reads the GPU's multi-node NVLink fabric clique, and whether
 // the fabric is still being set up (not started or in progress), when
 // the clique may appear later. A fabric set up with an error, or none,
-// has no clique and none pending. The versioned GetGpuFabricInfoV
-// handler calls the C library directly, so the v1 call (same cluster
-// UUID and clique ID) is used to keep mocks and hardware on one path.
-func ReadClique(d nvml.Device) (id string, pending bool) {
+// has no clique and none pending. ok is false when the read itself
+// failed (the GPU lost, or resetting): what was read before still
+// stands. The versioned GetGpuFabricInfoV handler calls the C library
+// directly, so the v1 call (same cluster UUID and clique ID) is used to
+// keep mocks and hardware on one path.
+func ReadClique(d nvml.Device) (id string, pending, ok bool) {
 	info, ret := d.GetGpuFabricInfo()
-	if ret != nvml.SUCCESS {
-		return "", false
+	switch ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return "", false, true // no multi-node NVLink, or a driver without the call
+	default:
+		return "", false, false
 	}
 	switch info.State {
 	case nvml.GPU_FABRIC_STATE_NOT_STARTED, nvml.GPU_FABRIC_STATE_IN_PROGRESS:
-		return "", true
+		return "", true, true
 	case nvml.GPU_FABRIC_STATE_COMPLETED:
 	default:
-		return "", false
+		return "", false, true
 	}
 	var zero [16]uint8
 	if nvml.Return(info.Status) != nvml.SUCCESS || info.ClusterUuid == zero {
-		return "", false
+		return "", false, true
 	}
 	u := info.ClusterUuid
-	return fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], info.CliqueId), false
+	return fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], info.CliqueId), false, true
 }
 
 // linkPeers fills NVLinkPeers from NVML's NVLink peer-to-peer status and

@@ -152,6 +152,14 @@ func (s *Server) FailFabric() {
 	}
 }
 
+// FailFabricReads makes NVML's reads of a GB200 tray's fabric fail
+// (ERROR_UNKNOWN), as while a GPU resets, until called with false.
+func (s *Server) FailFabricReads(fail bool) {
+	if s.fabric != nil {
+		s.fabric.unreadable.Store(fail)
+	}
+}
+
 // ParseShape checks a shape name.
 func ParseShape(name string) (Shape, error) {
 	if slices.Contains(Shapes, Shape(name)) {

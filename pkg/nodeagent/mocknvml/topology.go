@@ -29,6 +29,8 @@ type fabric struct {
 	// up (a tray booting), so NVML reports it in progress, without a
 	// clique.
 	pending atomic.Bool
+	// unreadable: NVML fails to read the fabric (a GPU resetting).
+	unreadable atomic.Bool
 	// mu guards what NVML reports once the fabric is set up: the
 	// cluster (the rack), or an error.
 	mu      sync.Mutex
@@ -131,6 +133,9 @@ func (t topology) wire(s *server.Server) {
 		dev.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) {
 			if t.fabric == nil {
 				return nvml.GpuFabricInfo{State: nvml.GPU_FABRIC_STATE_NOT_SUPPORTED}, nvml.ERROR_NOT_SUPPORTED
+			}
+			if t.fabric.unreadable.Load() {
+				return nvml.GpuFabricInfo{}, nvml.ERROR_UNKNOWN
 			}
 			return t.fabric.info(), nvml.SUCCESS
 		}
