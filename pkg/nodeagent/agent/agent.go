@@ -156,18 +156,11 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	pending := slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending })
 	// While the fabric is set up the label is left as it is:
 	// followCliques sets it once the clique is known.
+	// A label the API server refuses now is set again by followCliques:
+	// the slices are out, the node is only missing its label.
 	var labelled *string
 	if o.Config.CliqueLabel && !pending {
-		clique, _ := nodeClique(gpus)
-		err := labelClique(ctx, o.KubeClient, o.NodeName, gpus)
-		if err == nil || errors.Is(err, errLabelRemoved) {
-			labelled = &clique
-		}
-		if err != nil {
-			// The slices are out; the node is only missing its label,
-			// which followCliques sets again.
-			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
-		}
+		labelled = a.relabel(ctx, nil)
 	}
 	if pending {
 		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)

@@ -32,9 +32,40 @@ const defaultFabricPollInterval = 10 * time.Second
 // it. labelled is the clique the label was set to at start, nil when it
 // was not set then.
 func (a *Agent) followCliques(ctx context.Context, labelled *string) {
-	interval := a.opts.FabricPollInterval
+	a.everyInterval(ctx, a.opts.FabricPollInterval, defaultFabricPollInterval, "Republishing with the GPUs' NVLink cliques", func() bool {
+		changed, pending := a.rereadCliques(ctx)
+		if !pending && a.opts.Config.CliqueLabel {
+			labelled = a.relabel(ctx, labelled)
+		}
+		return changed
+	})
+}
+
+// relabel sets the node's clique label when the GPUs' clique differs from
+// labelled, the clique last written; it returns the clique written now.
+func (a *Agent) relabel(ctx context.Context, labelled *string) *string {
+	gpus := a.gpuSnapshot()
+	want, _ := nodeClique(gpus)
+	if labelled != nil && *labelled == want {
+		return labelled
+	}
+	err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, gpus)
+	if err != nil && ctx.Err() == nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
+	}
+	// GPUs that disagree on their clique are no reason to retry.
+	if err == nil || errors.Is(err, errLabelRemoved) {
+		return &want
+	}
+	return labelled
+}
+
+// everyInterval calls reread at each interval (def when 0) until ctx
+// ends, and publishes the slices when it reports a change, again at the
+// next interval while publishing fails.
+func (a *Agent) everyInterval(ctx context.Context, interval, def time.Duration, what string, reread func() (changed bool)) {
 	if interval <= 0 {
-		interval = defaultFabricPollInterval
+		interval = def
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -45,29 +76,13 @@ func (a *Agent) followCliques(ctx context.Context, labelled *string) {
 			return
 		case <-t.C:
 		}
-		changed, pending := a.rereadCliques(ctx)
-		if republish = republish || changed; republish {
-			err := a.publish(ctx)
-			republish = err != nil
-			if err != nil && ctx.Err() == nil {
-				utilruntime.HandleErrorWithContext(ctx, err, "Republishing with the GPUs' NVLink cliques")
-			}
-		}
-		if pending || !a.opts.Config.CliqueLabel {
+		if republish = reread() || republish; !republish {
 			continue
 		}
-		gpus := a.gpuSnapshot()
-		want, _ := nodeClique(gpus)
-		if labelled != nil && *labelled == want {
-			continue
-		}
-		err := labelClique(ctx, a.opts.KubeClient, a.opts.NodeName, gpus)
-		// GPUs that disagree on their clique are no reason to retry.
-		if err == nil || errors.Is(err, errLabelRemoved) {
-			labelled = &want
-		}
+		err := a.publish(ctx)
+		republish = err != nil
 		if err != nil && ctx.Err() == nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Clique label")
+			utilruntime.HandleErrorWithContext(ctx, err, what)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -41,28 +42,14 @@ func TestCliqueKnownOnceTheFabricIsSetUp(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	cfg := config.Default()
-	cfg.CliqueLabel = true
-	o := testOptions("tray-1", cfg, lib, client, t.TempDir())
-	o.FabricPollInterval = 10 * time.Millisecond
-	a, err := agent.Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Stop()
+	defer startLabellingTray(ctx, t, lib, client).Stop()
 
 	// cliques are the cliqueID attributes of the published GPUs, "" for a
 	// GPU without one; nil until the slices are out.
 	cliques := func() []string {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out []string
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				out = append(out, cliqueOf(d))
-			}
+		for _, d := range publishedDevices(ctx, t, client) {
+			out = append(out, cliqueOf(d))
 		}
 		return out
 	}
@@ -122,6 +109,21 @@ func TestStopWhileTheFabricIsPending(t *testing.T) {
 	}
 }
 
+// startLabellingTray starts the agent of node tray-1 with cliqueLabel,
+// reading the fabric every 10ms.
+func startLabellingTray(ctx context.Context, t *testing.T, lib *mocknvml.Server, client kubernetes.Interface) *agent.Agent {
+	t.Helper()
+	cfg := config.Default()
+	cfg.CliqueLabel = true
+	o := testOptions("tray-1", cfg, lib, client, t.TempDir())
+	o.FabricPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func cliqueOf(d resourceapi.Device) string {
 	if v, ok := d.Attributes[contract.AttrCliqueID]; ok && v.StringValue != nil {
 		return *v.StringValue
@@ -152,38 +154,21 @@ func TestCliqueFollowedAfterItIsKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tray-1"}})
-	cfg := config.Default()
-	cfg.CliqueLabel = true
-	o := testOptions("tray-1", cfg, lib, client, t.TempDir())
-	o.FabricPollInterval = 10 * time.Millisecond
-	a, err := agent.Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Stop()
+	defer startLabellingTray(ctx, t, lib, client).Stop()
 
 	// published is the one clique every published GPU is in, "" for
 	// none, and whether all four are out and agree.
 	published := func() (string, bool) {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				out = append(out, cliqueOf(d))
-			}
-		}
-		if len(out) != 4 {
+		devices := publishedDevices(ctx, t, client)
+		if len(devices) != 4 {
 			return "", false
 		}
-		for _, c := range out {
-			if c != out[0] {
+		for _, d := range devices {
+			if cliqueOf(d) != cliqueOf(devices[0]) {
 				return "", false
 			}
 		}
-		return out[0], true
+		return cliqueOf(devices[0]), true
 	}
 	label := func() (string, bool) {
 		node, err := client.CoreV1().Nodes().Get(ctx, "tray-1", metav1.GetOptions{})

@@ -1,11 +1,14 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -39,4 +42,28 @@ func testOptions(node string, cfg config.Config, lib nvml.Interface, client kube
 		NodeName: node, Config: cfg, NVML: lib, KubeClient: client,
 		PluginDir: filepath.Join(dir, "plugins", cfg.DriverName), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
 	}
+}
+
+// publishedDevices are the devices of every published ResourceSlice.
+func publishedDevices(ctx context.Context, t *testing.T, client kubernetes.Interface) []resourceapi.Device {
+	t.Helper()
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []resourceapi.Device
+	for _, s := range list.Items {
+		out = append(out, s.Spec.Devices...)
+	}
+	return out
+}
+
+// publishedNames are the names of the published devices.
+func publishedNames(ctx context.Context, t *testing.T, client kubernetes.Interface) []string {
+	t.Helper()
+	var names []string
+	for _, d := range publishedDevices(ctx, t, client) {
+		names = append(names, d.Name)
+	}
+	return names
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
@@ -36,27 +35,9 @@ func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepar
 // again at each interval, and republishes when the partitions withheld
 // change: an instance another tool made since, or one that is gone.
 func (a *Agent) followForeignInstances(ctx context.Context) {
-	interval := a.opts.MIGPollInterval
-	if interval <= 0 {
-		interval = defaultMIGPollInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	republish := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if republish = a.rereadForeignInstances(ctx) || republish; republish {
-			err := a.publish(ctx)
-			republish = err != nil
-			if err != nil && ctx.Err() == nil {
-				utilruntime.HandleErrorWithContext(ctx, err, "Republishing after MIG instances made or destroyed by others")
-			}
-		}
-	}
+	a.everyInterval(ctx, a.opts.MIGPollInterval, defaultMIGPollInterval, "Republishing after MIG instances made or destroyed by others", func() bool {
+		return a.rereadForeignInstances(ctx)
+	})
 }
 
 // rereadForeignInstances withholds what the instances that others made

@@ -44,19 +44,7 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 		}
 		return a
 	}
-	published := func() []string {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				names = append(names, d.Name)
-			}
-		}
-		return names
-	}
+	published := func() []string { return publishedNames(ctx, t, client) }
 	withheld := []string{"gpu-1", "gpu-1-mig-3g40gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-2g20gb-4", "gpu-1-mig-7g80gb-0"}
 	offered := []string{"gpu-0", "gpu-0-mig-3g40gb-4", "gpu-1-mig-4g40gb-0", "gpu-1-mig-1g10gb-3", "gpu-2"}
 	check := func(when string) {
@@ -115,19 +103,7 @@ func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	published := func() []string {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				names = append(names, d.Name)
-			}
-		}
-		return names
-	}
+	published := func() []string { return publishedNames(ctx, t, client) }
 	onGPU1 := []string{"gpu-1", "gpu-1-mig-3g40gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-2g20gb-4", "gpu-1-mig-7g80gb-0"}
 	stillOffered := []string{"gpu-1-mig-4g40gb-0", "gpu-1-mig-1g10gb-3", "gpu-2"}
 	waitFor(t, "every partition of GPU 1 offered", func() bool { return containsAll(published(), onGPU1...) })
