@@ -119,7 +119,6 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
-	withholdForeignInstances(logger, layout, preparer, gpus)
 	uuids := make([]string, len(gpus))
 	for i, g := range gpus {
 		uuids[i] = g.UUID
@@ -128,6 +127,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	a := &Agent{opts: o, gpus: gpus, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
 		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir),
 			StatePath: filepath.Join(o.PluginDir, "health.json")})}
+	a.withholdForeignInstances(logger)
 	if err := a.monitor.Restore(ctx); err != nil {
 		logger.Error(err, "GPU health taints from before this start are lost; starting afresh")
 	}
@@ -154,10 +154,8 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		return nil, err
 	}
 	pending := slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.CliquePending })
-	// While the fabric is set up the label is left as it is:
-	// followCliques sets it once the clique is known.
-	// A label the API server refuses now is set again by followCliques:
-	// the slices are out, the node is only missing its label.
+	// While the fabric is set up the label is left as it is, and a label
+	// the API server refuses now is only missing: followCliques sets it.
 	var labelled *string
 	if o.Config.CliqueLabel && !pending {
 		labelled = a.relabel(ctx, nil)

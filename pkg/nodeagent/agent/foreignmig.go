@@ -8,8 +8,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
-	"github.com/gputopo/gputopo/pkg/nodeagent/prepare"
-	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
 // defaultMIGPollInterval is how often the GPU instances of GPUs in MIG
@@ -22,12 +20,9 @@ const defaultMIGPollInterval = 30 * time.Second
 // created it, and a workload may run on it. Offered, the scheduler would
 // allocate its slices and the prepare would fail. followForeignInstances
 // offers them again once the instance is gone.
-func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepare.Preparer, gpus []discovery.GPU) {
-	for _, g := range gpus {
-		others, _ := p.Unowned(g.UUID, func() ([]discovery.MIGInstance, error) { return g.MIGInstances, nil })
-		if names, _ := l.WithholdOnly(g.Index, placements(others)); len(names) > 0 {
-			logForeign(logger, g.Index, g.UUID, others, names)
-		}
+func (a *Agent) withholdForeignInstances(logger klog.Logger) {
+	for _, g := range a.gpus {
+		a.withholdOthers(logger, g.Index, g.UUID, func() ([]discovery.MIGInstance, error) { return g.MIGInstances, nil })
 	}
 }
 
@@ -36,19 +31,15 @@ func withholdForeignInstances(logger klog.Logger, l *resources.Layout, p *prepar
 // change: an instance another tool made since, or one that is gone.
 func (a *Agent) followForeignInstances(ctx context.Context) {
 	a.everyInterval(ctx, a.opts.MIGPollInterval, defaultMIGPollInterval, "Republishing after MIG instances made or destroyed by others", func() bool {
-		return a.rereadForeignInstances(ctx)
+		return a.rereadForeignInstances(klog.FromContext(ctx))
 	})
 }
 
 // rereadForeignInstances withholds what the instances that others made
-// hold now; it says whether that changed. A GPU that does not answer, or
-// whose instances cannot be listed, keeps what was withheld. The list
-// waits for a prepare in progress, so it is taken before publishMu:
-// publishing (after a health change) does not wait for it. Only this
-// goroutine changes what is withheld after start, and a GPU's UUID,
-// index and MIG mode never change.
-func (a *Agent) rereadForeignInstances(ctx context.Context) (changed bool) {
-	logger := klog.FromContext(ctx)
+// hold now; it says whether that changed. A GPU that does not answer
+// keeps what was withheld. A GPU's UUID, index and MIG mode never
+// change, so they are read without publishMu.
+func (a *Agent) rereadForeignInstances(logger klog.Logger) (changed bool) {
 	for i := range a.gpus {
 		uuid, index := a.gpus[i].UUID, a.gpus[i].Index
 		if !a.gpus[i].MIGEnabled {
@@ -58,32 +49,38 @@ func (a *Agent) rereadForeignInstances(ctx context.Context) (changed bool) {
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		others, err := a.preparer.Unowned(uuid, func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) })
-		if err != nil {
-			logger.V(2).Info("MIG instances not listed", "gpu", index, "uuid", uuid, "err", err)
-			continue
-		}
-		a.publishMu.Lock()
-		names, gpuChanged := a.layout.WithholdOnly(index, placements(others))
-		a.publishMu.Unlock()
-		if !gpuChanged {
-			continue
-		}
-		changed = true
-		if len(others) == 0 {
-			logger.Info("MIG instances made by others are gone: the GPU's partitions are offered again", "gpu", index, "uuid", uuid)
-			continue
-		}
-		logForeign(logger, index, uuid, others, names)
+		list := func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) }
+		changed = a.withholdOthers(logger, index, uuid, list) || changed
 	}
 	return changed
 }
 
-func logForeign(logger klog.Logger, index int, uuid string, others []discovery.MIGInstance, withheld []string) {
-	for _, inst := range others {
-		logger.Error(nil, "MIG instance not made by this agent: the partitions on its slices are not offered until it is destroyed",
-			"gpu", index, "uuid", uuid, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
+// withholdOthers withholds on GPU index what the instances that list
+// finds and no claim made hold, and says whether that changed; a list
+// that fails keeps what was withheld. The list waits for a prepare in
+// progress (Preparer.Unowned), so it is taken before publishMu:
+// publishing (after a health change) does not wait for it. Only Start
+// and then followForeignInstances change what is withheld.
+func (a *Agent) withholdOthers(logger klog.Logger, index int, uuid string, list func() ([]discovery.MIGInstance, error)) bool {
+	others, err := a.preparer.Unowned(uuid, list)
+	if err != nil {
+		logger.V(2).Info("MIG instances not listed", "gpu", index, "uuid", uuid, "err", err)
+		return false
 	}
+	a.publishMu.Lock()
+	withheld, changed := a.layout.WithholdOnly(index, placements(others))
+	a.publishMu.Unlock()
+	switch {
+	case !changed:
+	case len(others) == 0:
+		logger.Info("MIG instances made by others are gone: the GPU's partitions are offered again", "gpu", index, "uuid", uuid)
+	default:
+		for _, inst := range others {
+			logger.Error(nil, "MIG instance not made by this agent: the partitions on its slices are not offered until it is destroyed",
+				"gpu", index, "uuid", uuid, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
+		}
+	}
+	return changed
 }
 
 func placements(instances []discovery.MIGInstance) []discovery.Placement {

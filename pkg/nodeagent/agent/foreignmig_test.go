@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -23,19 +24,13 @@ import (
 func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, client, cfg := migNode(t)
 	// Another tool's 3g.40gb on GPU 1, slices 4-7.
 	gpu1 := lib.Devices[1].(*server.Device)
 	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
 	if _, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
-	cfg := config.Default()
-	cfg.DefaultMode = config.MIG
 	dir := t.TempDir()
 	start := func() *agent.Agent {
 		a, err := agent.Start(ctx, testOptions("node-1", cfg, lib, client, dir))
@@ -73,9 +68,15 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Stop()
-	// The restarted agent's slices, not the first one's, are checked.
-	if err := client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
+	// The restarted agent's slices, not the first one's, are checked (the
+	// fake clientset's DeleteCollection deletes nothing).
+	for _, name := range sliceNames(ctx, t, client) {
+		if err := client.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := sliceNames(ctx, t, client); len(left) > 0 {
+		t.Fatalf("slices %v left before the restart", left)
 	}
 	a = start()
 	defer a.Stop()
@@ -89,13 +90,7 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
-	cfg := config.Default()
-	cfg.DefaultMode = config.MIG
+	lib, client, cfg := migNode(t)
 	o := testOptions("node-1", cfg, lib, client, t.TempDir())
 	o.MIGPollInterval = 10 * time.Millisecond
 	a, err := agent.Start(ctx, o)
@@ -134,6 +129,33 @@ func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
 		t.Fatal(nvml.ErrorString(ret))
 	}
 	waitFor(t, "GPU 1's partitions offered again", func() bool { return containsAll(published(), onGPU1...) })
+}
+
+func sliceNames(ctx context.Context, t *testing.T, client *fake.Clientset) []string {
+	t.Helper()
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.Items {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// migNode is DGX H100 node-1 in MIG mode, its API holding claim a of
+// partition gpu-0-mig-3g40gb-4, and the agent's configuration.
+func migNode(t *testing.T) (*mocknvml.Server, *fake.Clientset, config.Config) {
+	t.Helper()
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fakeAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, allocated("a", "gpu-0-mig-3g40gb-4"))
+	cfg := config.Default()
+	cfg.DefaultMode = config.MIG
+	return lib, client, cfg
 }
 
 func containsAll(have []string, want ...string) bool {
