@@ -2,9 +2,11 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,12 +77,41 @@ func (c *cluster) allocatedClaim(ns, pod string, after *metav1.Time) *resourceap
 	return claim
 }
 
+// allocatedElsewhere creates claim name for one GPU, allocated on node's
+// gpu-0 as another allocator would write it (the device's binding
+// conditions copied, no allocation timestamp), and the device attached.
+func (c *cluster) allocatedElsewhere(ns, name, node string) {
+	c.t.Helper()
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       gpuTemplate(ns, name, driver, 1).Spec.Spec,
+	}
+	created, err := c.client.ResourceV1().ResourceClaims(ns).Create(c.ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("create claim %s: %v", name, err)
+	}
+	created.Status.Allocation = &resourceapi.AllocationResult{
+		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpus", Driver: driver, Pool: node, Device: "gpu-0",
+			BindingConditions: []string{attached}, BindingFailureConditions: []string{failed},
+		}}},
+		NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}}},
+	}
+	allocated, err := c.client.ResourceV1().ResourceClaims(ns).UpdateStatus(c.ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		c.t.Fatalf("allocate claim %s: %v", name, err)
+	}
+	c.setDeviceCondition(allocated, attached)
+}
+
 // Devices with binding conditions: when a device reports its failure
 // condition, or the binding timeout passes (counted from the claim's
 // allocationTimestamp), the claim is deallocated and allocated anew, and
 // the pod binds once the new devices report attached. The in-tree plugin
 // (default-scheduler profile) and GPUTopology run the same steps on the
-// same API server.
+// same API server. A claim allocated elsewhere without a timestamp is
+// where they part: only GPUTopology binds its pod.
 func TestBindingConditions(t *testing.T) {
 	c := startCluster(t)
 	c.deviceClasses()
@@ -89,11 +120,12 @@ func TestBindingConditions(t *testing.T) {
 	c.create(gpuTemplate(ns, "one", driver, 1))
 	schedulers := map[string]string{"gputopo": "gputopo-scheduler", "intree": "default-scheduler"}
 	for who := range schedulers {
-		for _, kind := range []string{"fail", "timeout"} {
+		for _, kind := range []string{"fail", "timeout", "prealloc"} {
 			node := kind + "-" + who
 			c.node(node, nil)
 			c.create(bindingNode(node))
 		}
+		c.allocatedElsewhere(ns, "prealloc-"+who, "prealloc-"+who)
 	}
 	cfg := schedulerConfigWith(t, bothProfiles, c.schedulerKubeconfig(), func(cfg map[string]any) {
 		profileArgs(cfg, "gputopo-scheduler", "GPUTopology", map[string]any{"bindingTimeout": timeout.String()})
@@ -105,6 +137,9 @@ func TestBindingConditions(t *testing.T) {
 		for _, kind := range []string{"fail", "timeout"} {
 			c.create(podOn(ns, kind+"-"+who, "one", sched, kind+"-"+who))
 		}
+		p := podOn(ns, "prealloc-"+who, "", sched, "prealloc-"+who)
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To("prealloc-" + who)}}
+		c.create(p)
 	}
 	for who := range schedulers {
 		t.Run(who, func(t *testing.T) {
@@ -121,8 +156,31 @@ func TestBindingConditions(t *testing.T) {
 				t.Errorf("%s: allocated anew %s after the first allocation, before the %s timeout", who, d, timeout)
 			}
 			c.setDeviceCondition(second, attached)
+
 			c.waitScheduled(ns, "fail-"+who, "timeout-"+who)
 		})
+	}
+	// Allocated elsewhere without a timestamp, its device attached: the
+	// in-tree plugin's PreBind writes a timestamp into the allocation,
+	// which the API server refuses, on every attempt; GPUTopology leaves
+	// the allocation as it is and binds.
+	c.waitScheduled(ns, "prealloc-gputopo")
+	c.waitFor("in-tree PreBind refused on prealloc-intree", 60*time.Second, func() (bool, error) {
+		p, err := c.client.CoreV1().Pods(ns).Get(c.ctx, "prealloc-intree", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName != "" {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, "field cannot be modified once set") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if claim, err := c.client.ResourceV1().ResourceClaims(ns).Get(c.ctx, "prealloc-gputopo", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if len(claim.Status.ReservedFor) != 1 || claim.Status.Allocation.AllocationTimestamp != nil {
+		t.Errorf("prealloc-gputopo: reservedFor %v, timestamp %v; want the pod, and no timestamp", claim.Status.ReservedFor, claim.Status.Allocation.AllocationTimestamp)
 	}
 	c.checkNoDoubleBooking()
 }

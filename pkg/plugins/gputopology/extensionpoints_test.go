@@ -9,9 +9,12 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
@@ -346,6 +349,54 @@ func TestPreBind(t *testing.T) {
 	}
 	if env.pl.draManager.ResourceClaims().GetPendingAllocation(c.UID) != nil {
 		t.Error("claim still in flight after PreBind")
+	}
+}
+
+// PreBind stamps a new allocation's time as the in-tree plugin does, only
+// while binding conditions are on; an allocation made elsewhere is left as
+// it is (the API server refuses changes to it).
+func TestPreBindAllocationTimestamp(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		allocated         bool
+		bindingConditions bool
+	}{
+		{"new allocation", false, true},
+		{"allocated elsewhere without a timestamp", true, true},
+		{"new allocation, binding conditions off", false, false},
+		{"allocated elsewhere without a timestamp, binding conditions off", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.bindingConditions {
+				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRADeviceBindingConditions, false)
+			}
+			c := claim("two", 2)
+			if tc.allocated {
+				c = c.Allocation(allocatedOn("node-a", "gpu-0", "gpu-2"))
+			}
+			env := newTestEnv(t, objects{
+				nodes:   []*v1.Node{node("node-a")},
+				classes: []*resourceapi.DeviceClass{gpuClass},
+				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+				claims:  []*resourceapi.ResourceClaim{c.Obj()},
+			})
+			pod := podWithClaims("p", "two")
+			cs := env.scheduleUpTo(pod, "node-a")
+			if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+				t.Fatalf("Reserve: %v", status)
+			}
+			if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+				t.Fatalf("PreBind: %v", status)
+			}
+			got := env.storedClaim("two")
+			if got.Status.Allocation == nil || len(got.Status.ReservedFor) != 1 {
+				t.Fatalf("status %+v, want allocated and reserved for the pod", got.Status)
+			}
+			want := tc.bindingConditions && !tc.allocated
+			if stamped := got.Status.Allocation.AllocationTimestamp != nil; stamped != want {
+				t.Errorf("allocation timestamp written: %v, want %v", stamped, want)
+			}
+		})
 	}
 }
 

@@ -163,9 +163,18 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 				claim = updated
 			}
 			claim.Status.Allocation = allocation
-			if claim.Status.Allocation.AllocationTimestamp == nil {
-				claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+			// As upstream, only with binding conditions on: the binding
+			// timeout counts from it. Unlike upstream, an allocation made
+			// elsewhere without one is left so: the API server refuses any
+			// change to status.allocation once set, and upstream's PreBind
+			// then fails on such a claim every time
+			// (TestBindingConditions).
+			if pl.features.DeviceBindingAndStatus && allocation.AllocationTimestamp == nil {
+				allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
 			}
+		}
+		if claim.Status.Allocation == nil {
+			return fmt.Errorf("resourceclaim %s got deallocated elsewhere in the meantime", klog.KObj(claim))
 		}
 		if allocation == nil && slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == binding.UID }) {
 			// Reserved for the pod's PodGroup by another pod of it.

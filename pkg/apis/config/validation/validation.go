@@ -4,6 +4,7 @@ package validation
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -72,8 +73,10 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	if a.FilterTimeout.Duration < 0 {
 		errs = append(errs, field.Invalid(path.Child("filterTimeout"), a.FilterTimeout.Duration.String(), "must not be negative"))
 	}
-	if a.BindingTimeout.Duration <= 0 {
-		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.Duration.String(), "must be positive"))
+	// As the in-tree DynamicResourcesArgs: a shorter wait than the
+	// device's own status round trip would fail every binding.
+	if a.BindingTimeout.Duration < time.Second {
+		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.Duration.String(), "must be at least 1 second"))
 	}
 	return errs.ToAggregate()
 }

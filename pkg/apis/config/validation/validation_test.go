@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -52,6 +53,9 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 			a.FilterTimeout = metav1.Duration{Duration: -1}
 			a.BindingTimeout = metav1.Duration{}
 		}, []string{"args.searchBudget", `args.filterTimeout: Invalid value: "-1ns"`, `args.bindingTimeout: Invalid value: "0s"`}},
+		{"binding timeout under a second", func(a *config.GPUTopologyArgs) {
+			a.BindingTimeout = metav1.Duration{Duration: 999 * time.Millisecond}
+		}, []string{`args.bindingTimeout: Invalid value: "999ms": must be at least 1 second`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
