@@ -137,7 +137,7 @@ func loadCheckpoint(path string) (map[string]Claim, error) {
 		return nil, err
 	}
 	if sum != f.Checksum {
-		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited)", path)
+		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited; docs/nodeagent.md says how to recover)", path)
 	}
 	if f.Version == 1 {
 		migrateV1(f.Claims)

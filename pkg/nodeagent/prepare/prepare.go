@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -168,8 +169,43 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 		}
 		c.Devices = append(c.Devices, d)
 	}
+	if err := p.checkConfig(c, claim.Status.Allocation.Devices.Config); err != nil {
+		return c, err
+	}
 	p.assignCDIDevices(&c, claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true")
 	return c, nil
+}
+
+// checkConfig refuses opaque parameters for this driver that apply to
+// the claim's devices here (a claim written for NVIDIA's driver, asking
+// for MPS or time-slicing, say): the agent takes none, and preparing
+// without them would give the pod other sharing than it asked for.
+func (p *Preparer) checkConfig(c Claim, configs []resourceapi.DeviceAllocationConfiguration) error {
+	for i, cfg := range configs {
+		if cfg.Opaque == nil || cfg.Opaque.Driver != p.layout.Driver || !configApplies(cfg.Requests, c.Devices) {
+			continue
+		}
+		return fmt.Errorf("claim %s: status.allocation.devices.config[%d]: opaque parameters for driver %s (%s): this node agent takes none; remove them from the claim or its device class", claimRef(c), i, cfg.Opaque.Driver, cfg.Source)
+	}
+	return nil
+}
+
+// configApplies: a configuration naming no requests applies to all; one
+// naming a request applies to its subrequests too ("gpus" to "gpus/a").
+func configApplies(requests []string, devices []Device) bool {
+	if len(requests) == 0 {
+		return len(devices) > 0
+	}
+	for _, d := range devices {
+		for _, dr := range d.Requests {
+			for _, r := range requests {
+				if dr == r || strings.HasPrefix(dr, r+"/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // planDevice checks result i of claim c and says how to prepare it.
@@ -296,7 +332,9 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	defer p.mu.Unlock()
 	c, ok := p.claims[string(uid)]
 	if !ok {
-		return nil
+		// Its spec is named by the UID alone: one left by a checkpoint
+		// removed to recover from corruption goes now.
+		return p.removeSpec(string(uid))
 	}
 	c.Prepared = false
 	if err := p.save(c); err != nil {

@@ -16,6 +16,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
@@ -98,6 +99,17 @@ func (b *claimBuilder) share(name, mem string) *claimBuilder {
 func (b *claimBuilder) admin(name string) *claimBuilder {
 	b.device(name)
 	b.c.Status.Allocation.Devices.Results[len(b.c.Status.Allocation.Devices.Results)-1].AdminAccess = ptr.To(true)
+	return b
+}
+
+// config adds opaque parameters for driver, for the requests named (all
+// when none).
+func (b *claimBuilder) config(driver string, requests ...string) *claimBuilder {
+	b.c.Status.Allocation.Devices.Config = append(b.c.Status.Allocation.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+		Source: resourceapi.AllocationConfigSourceClaim, Requests: requests,
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(`{"kind":"GpuConfig"}`)}}},
+	})
 	return b
 }
 
@@ -399,10 +411,17 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", UID: "u"}}, "status.allocation is empty"},
 		{other, `results[0]: pool "n2" is not this node's pool`},
 		{claim("b").device("gpu-9").obj(), `results[0]: device "gpu-9" is not published`},
+		{claim("c").device("gpu-1").config("gpu.nvidia.com").obj(), "status.allocation.devices.config[0]: opaque parameters for driver gpu.nvidia.com (FromClaim): this node agent takes none"},
+		{claim("d").device("gpu-1").config("other.example.com").config("gpu.nvidia.com", "gpu").obj(), "status.allocation.devices.config[1]"},
 	} {
 		if _, err := n.p.Prepare(ctx, tc.claim); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
+	}
+	// Parameters for another request of the claim (another driver's
+	// devices) do not concern this node's.
+	if _, err := n.p.Prepare(ctx, claim("e").device("gpu-1").config("gpu.nvidia.com", "nic").obj()); err != nil {
+		t.Errorf("parameters for request nic only: %v", err)
 	}
 }
 

@@ -2,6 +2,8 @@ package prepare_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -155,5 +157,37 @@ func TestUnprepareWhenTheGPUIsGone(t *testing.T) {
 		if _, ok := claimByUID(n.p.Claims(), uid); ok {
 			t.Errorf("%s still checkpointed", uid)
 		}
+	}
+}
+
+// The checkpoint was removed (to recover from a corrupt one) while claim
+// a was prepared: the kubelet's unprepare of a still removes its CDI
+// spec, named by the claim's UID.
+func TestUnprepareRemovesTheSpecOfAClaimNotInTheCheckpoint(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-1").obj()); err != nil {
+		t.Fatal(err)
+	}
+	specs := func() []string {
+		t.Helper()
+		files, err := filepath.Glob(filepath.Join(n.dir, "cdi", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	if len(specs()) != 1 {
+		t.Fatalf("CDI specs %v after prepare, want one", specs())
+	}
+	if err := os.Remove(filepath.Join(n.dir, "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t)
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	if left := specs(); len(left) != 0 {
+		t.Errorf("CDI specs %v left after unprepare", left)
 	}
 }
