@@ -151,11 +151,19 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
+// maxDriverName is the API server's limit on a driver name.
+const maxDriverName = 63
+
 // Validate checks the configuration, naming the fields in error.
 func (c Config) Validate() error {
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Subdomain(c.DriverName) {
 		errs = append(errs, field.Invalid(field.NewPath("driverName"), c.DriverName, msg))
+	}
+	// As the API server checks a slice's driver: a longer name would
+	// start the agent and have every slice refused.
+	if len(c.DriverName) > maxDriverName {
+		errs = append(errs, field.TooLong(field.NewPath("driverName"), c.DriverName, maxDriverName))
 	}
 	errs = append(errs, validMode(field.NewPath("defaultMode"), c.DefaultMode)...)
 	for i, r := range c.GPUs {

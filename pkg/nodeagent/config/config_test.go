@@ -41,6 +41,8 @@ func TestLoad(t *testing.T) {
 		{"memory off the steps", "shared:\n  memoryStep: 3Gi\n", []string{`shared.defaultMemory: Invalid value: "8Gi": must be a multiple of shared.memoryStep (3Gi)`}, nil},
 		{"fractional bytes", "shared:\n  memoryStep: 1500m\n  defaultMemory: 1.5\n", []string{`shared.memoryStep: Invalid value: "1500m": must be a whole number of bytes`, `shared.defaultMemory: Invalid value: "1500m": must be a whole number of bytes`}, nil},
 		{"memory on the steps", "shared:\n  memoryStep: 3Gi\n  defaultMemory: 6Gi\n", nil, func(c config.Config) bool { return c.Shared.DefaultMemory.String() == "6Gi" }},
+		{"driver name longer than the API allows", "driverName: gpu.a-very-long-subdomain-that-the-api-server-refuses.example.com\n",
+			[]string{"driverName: Too long: may not be more than 63 bytes"}, nil},
 		{"bad values", "driverName: GPU_NVIDIA\ndefaultMode: all\ngpus:\n- mode: mig\n- indexes: [-1]\n  mode: whole\nshared:\n  defaultComputePercent: 0\nhealth:\n  recoverAfter: 0s\n",
 			[]string{"driverName", "defaultMode", "gpus[0]", "gpus[1].indexes[0]", "shared.defaultComputePercent", "health.recoverAfter"}, nil},
 	}
