@@ -1,6 +1,7 @@
 package gputopology
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -451,6 +452,27 @@ func TestPodsWithoutClaimsNoSlices(t *testing.T) {
 	if status := env.pl.Reserve(env.tCtx, env.state, pod, "node-a"); !status.IsSuccess() {
 		t.Errorf("Reserve: %v", status)
 	}
+}
+
+// unreadableSlices is a DRA manager whose ResourceSlices cannot be listed.
+type unreadableSlices struct{ fwk.SharedDRAManager }
+
+func (unreadableSlices) ResourceSlices() fwk.ResourceSliceLister { return unreadableSlices{} }
+func (unreadableSlices) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error) {
+	return nil, errors.New("slice tracker not synced")
+}
+
+// A pod without claims is placed even when the devices cannot be read:
+// it needs none, so it is skipped as the in-tree plugin skips it, not
+// failed; a pod with claims gets the error.
+func TestPodsWithoutClaimsUnreadableSlices(t *testing.T) {
+	env := newTestEnv(t, objects{nodes: []*v1.Node{node("node-a")}, classes: []*resourceapi.DeviceClass{gpuClass},
+		slices: []*resourceapi.ResourceSlice{pairSlice("node-a", 4)}, claims: []*resourceapi.ResourceClaim{claim("one", 1).Obj()}})
+	env.pl.draManager = unreadableSlices{env.pl.draManager}
+	_, status := env.pl.PreFilter(env.tCtx, env.state, podWithClaims("p"), nil)
+	wantStatus(t, "PreFilter of a pod without claims", status, fwk.Skip, "")
+	_, status = env.pl.PreFilter(env.tCtx, framework.NewCycleState(), podWithClaims("q", "one"), nil)
+	wantStatus(t, "PreFilter of a pod with a claim", status, fwk.Error, "slice tracker not synced")
 }
 
 // allocationsObserved is the count of successful allocations in the

@@ -139,26 +139,31 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 // Filter measures every node's fragmentation with and without the pod
 // through a session without claims; the pod is never refused for it.
 // Without any ResourceSlice there is nothing to measure (every node would
-// score the same), so the pod is skipped as the in-tree plugin skips it.
+// score the same), so the pod is skipped as the in-tree plugin skips it;
+// so it is when the devices cannot be read: the pod needs none, and the
+// in-tree plugin would place it.
 func (pl *GPUTopology) preFilterWithoutDevices(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
-	var inv *allocator.Inventory
-	if pl.args.Packing.Enabled {
-		var err error
-		if inv, err = pl.inventory(); err != nil {
-			return nil, fwk.AsStatus(err)
+	skip := func(err error) (*fwk.PreFilterResult, *fwk.Status) {
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Pod without claims placed without measuring fragmentation", "pod", klog.KObj(pod))
 		}
-	}
-	if inv == nil || len(inv.Slices()) == 0 {
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if !pl.args.Packing.Enabled {
+		return skip(nil)
+	}
+	inv, err := pl.inventory()
+	if err != nil || len(inv.Slices()) == 0 {
+		return skip(err)
+	}
 	state, err := pl.allocatedState(ctx)
 	if err != nil {
-		return nil, fwk.AsStatus(err)
+		return skip(err)
 	}
 	session, adm, err := pl.newSessionOn(inv, state, nil)
 	if err != nil {
-		return nil, fwk.AsStatus(err)
+		return skip(err)
 	}
 	cs.Write(stateKey, &stateData{
 		session:      session,
