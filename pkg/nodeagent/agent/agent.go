@@ -136,9 +136,16 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		preparer.Close()
 		return nil, err
 	}
+	uid, err := nodeUID(ctx, o)
+	if err != nil {
+		cancel(err)
+		preparer.Close()
+		return nil, err
+	}
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
 		kubeletplugin.NodeName(o.NodeName),
+		kubeletplugin.NodeUID(uid),
 		kubeletplugin.KubeClient(o.KubeClient),
 		kubeletplugin.PluginDataDirectoryPath(o.PluginDir),
 		kubeletplugin.RegistrarDirectoryPath(o.RegistrarDir),
@@ -163,10 +170,14 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if pending {
 		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)
 	}
-	a.wg.Add(1)
+	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
 		a.followCliques(ctx, labelled)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.followNode(ctx, uid)
 	}()
 	if slices.ContainsFunc(gpus, func(g discovery.GPU) bool { return g.MIGEnabled }) {
 		a.wg.Add(1)
