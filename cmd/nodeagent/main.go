@@ -73,6 +73,11 @@ func parse(args []string) (flags, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	// The flag package stops at the first word that is not a flag (the
+	// "false" of "--mock-mig false"): what follows would be dropped.
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q: flags take the form --name=value", fs.Arg(0))
+	}
 	if f.version {
 		return f, nil
 	}

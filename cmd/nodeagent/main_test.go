@@ -37,6 +37,7 @@ func TestStartupErrors(t *testing.T) {
 		{[]string{"--node-name", "n", "--health-probe-interval", "0s"}, []string{"--health-probe-interval=0s", "positive"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-rack", "rack-a"}, []string{"--mock-rack", "gb200-tray"}},
 		{[]string{"--node-name", "n", "--mock-mig"}, []string{"--mock-mig", "--nvml=real"}},
+		{[]string{"--node-name=n", "--nvml=mock:dgxh100", "--mock-mig", "false", "--config=" + badConfig}, []string{`unexpected argument "false"`, "--name=value"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(badConfig, "p"),
 			"--registrar-dir", filepath.Join(dir, "r"), "--cdi-dir", filepath.Join(dir, "cdi")}, []string{"--plugin-dir", "not a directory"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(dir, "p"),
