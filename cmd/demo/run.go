@@ -211,7 +211,7 @@ func defaultScenario(ctx context.Context, f flags) (report.Report, error) {
 	if err := waitPublished(ctx, cp.Client, fl); err != nil {
 		return report.Report{}, err
 	}
-	gpus, err := countGPUs(ctx, cp.Client, fl, "gputopo")
+	gpus, err := countGPUs(ctx, cp.Client, nodesOf(fl, "gputopo"))
 	if err != nil {
 		return report.Report{}, err
 	}
@@ -282,8 +282,9 @@ func waitPublished(ctx context.Context, client kubernetes.Interface, fl *fleet.F
 	})
 }
 
-func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet, copyName string) (float64, error) {
-	nodes := nodesOf(fl, copyName)
+// countGPUs counts the whole GPUs published on nodes (every node when
+// nil), for the arrival curve's capacity.
+func countGPUs(ctx context.Context, client kubernetes.Interface, nodes map[string]string) (float64, error) {
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
@@ -293,7 +294,7 @@ func countGPUs(ctx context.Context, client kubernetes.Interface, fl *fleet.Fleet
 		if s.Spec.NodeName == nil {
 			continue
 		}
-		if _, ok := nodes[*s.Spec.NodeName]; !ok {
+		if _, ok := nodes[*s.Spec.NodeName]; nodes != nil && !ok {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
@@ -320,9 +321,17 @@ func onCluster(ctx context.Context, f flags) (report.Report, error) {
 	if err != nil {
 		return report.Report{}, err
 	}
+	// Both runs use the whole cluster, one after the other.
+	gpus, err := countGPUs(ctx, client, nil)
+	if err != nil {
+		return report.Report{}, fmt.Errorf("count the cluster's GPUs: %w", err)
+	}
+	if gpus == 0 {
+		return report.Report{}, fmt.Errorf("the cluster publishes no GPU (no ResourceSlice device with %s %q): install the node agent first (docs/install.md)", contract.AttrType, contract.TypeGPU)
+	}
 	rep := report.Report{Title: "gputopo vs the in-tree DRA scheduler", Scenario: "on cluster " + cfg.Host}
 	for _, t := range []replay.Target{targets[1], targets[0]} {
-		outs, err := replay.Run(ctx, client, w, []replay.Target{t}, replay.Options{Progress: progress(f.quiet)})
+		outs, err := replay.Run(ctx, client, w, []replay.Target{t}, replay.Options{CapacityGPUs: gpus, Progress: progress(f.quiet)})
 		if err != nil {
 			return rep, err
 		}
