@@ -106,7 +106,7 @@ func addOpenBResults(ctx context.Context, client kubernetes.Interface, rep *repo
 			r.Curve = append(r.Curve, report.Point{ArrivedPercent: p.ArrivedPercent, UnallocatedPercent: p.UnallocatedPercent})
 		}
 		at100, ok := out.Tracker.At(100)
-		r.UnallocatedGPUPercent = at100
+		r.UnallocatedGPUPercent, r.EndArrivedPercent = at100, 0
 		if !ok {
 			rep.Notes = append(rep.Notes, out.Target.Name+": the run did not reach 100% arrived; the last figure is shown.")
 		}

@@ -63,6 +63,7 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 	}
 	if n := len(out.Curve); n > 0 {
 		r.UnallocatedGPUPercent = out.Curve[n-1].UnallocatedPercent
+		r.EndArrivedPercent = out.Curve[n-1].ArrivedPercent
 	}
 	r.Nodes = v.Occupancy(claims.Items)
 	kinds := make([]string, 0, len(served))

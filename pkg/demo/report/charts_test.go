@@ -201,6 +201,8 @@ func TestLead(t *testing.T) {
 		{"better", []Result{r("a", 4), r("b", 6.5)}, "When the arrived pods ask for 100% of the cluster's GPUs, a leaves 4.00% of GPU capacity unallocated: 2.5 points less than b at 6.50%."},
 		{"worse", []Result{r("a", 7), r("b", 6)}, "When the arrived pods ask for 100% of the cluster's GPUs, a leaves 7.00% of GPU capacity unallocated: 1 points more than b at 6.00%."},
 		{"tie and a run without a value", []Result{r("a", 5), r("b", 5.001), r("c", math.NaN())}, "When the arrived pods ask for 100% of the cluster's GPUs, a leaves 5.00% of GPU capacity unallocated: the same as b."},
+		{"read at the end of a workload that asked for more", []Result{{Name: "a", UnallocatedGPUPercent: 2, EndArrivedPercent: 136.25}, {Name: "b", UnallocatedGPUPercent: 3, EndArrivedPercent: 136.25}},
+			"When the workload ends (its pods asked for 136.25% of the cluster's GPUs), a leaves 2.00% of GPU capacity unallocated: 1 points less than b at 3.00%."},
 		{"alone", []Result{r("a", 5)}, ""},
 		{"first without a value", []Result{r("a", math.NaN()), r("b", 5)}, ""},
 	}
@@ -208,5 +210,8 @@ func TestLead(t *testing.T) {
 		if got := lead(tc.rs); got != tc.want {
 			t.Errorf("%s: lead = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	if got := unallocatedWhen([]Result{{EndArrivedPercent: 136.25}}); got != "at the end (136.25% arrived)" {
+		t.Errorf("unallocatedWhen = %q", got)
 	}
 }

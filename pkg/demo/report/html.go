@@ -118,7 +118,7 @@ func WriteHTML(w io.Writer, r Report) error {
 			Index: i % len(palette), Name: s.Name, Slug: slugs[i],
 			Unallocated: percent(s.UnallocatedGPUPercent), Placed: count(s.PodsPlaced),
 			Pending: count(s.PodsPending), Rate: rate(s.PodsPerSecond), Duration: duration(s.Duration),
-			UnallocatedWhat: "GPU capacity unallocated at 100% arrived", Snapshot: s.Snapshot, SideBySide: r.SideBySide,
+			UnallocatedWhat: "GPU capacity unallocated " + unallocatedWhen(r.Schedulers), Snapshot: s.Snapshot, SideBySide: r.SideBySide,
 		})
 		if s.Snapshot {
 			p.Cards[len(p.Cards)-1].UnallocatedWhat = "GPU capacity unallocated now"
@@ -145,7 +145,8 @@ func WriteHTML(w io.Writer, r Report) error {
 }
 
 // lead is the one sentence a reader wants first: how much GPU capacity the
-// first scheduler leaves unallocated at 100% arrived, against each other one.
+// first scheduler leaves unallocated at 100% arrived (or the workload's
+// end), against each other one.
 func lead(rs []Result) string {
 	if len(rs) < 2 || !finite(rs[0].UnallocatedGPUPercent) {
 		return ""
@@ -169,6 +170,10 @@ func lead(rs []Result) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("When the arrived pods ask for 100%% of the cluster's GPUs, %s leaves %s of GPU capacity unallocated: %s.",
-		a.Name, percent(a.UnallocatedGPUPercent), strings.Join(parts, "; "))
+	when := "When the arrived pods ask for 100% of the cluster's GPUs"
+	if a.EndArrivedPercent > 0 {
+		when = fmt.Sprintf("When the workload ends (its pods asked for %s of the cluster's GPUs)", percent(a.EndArrivedPercent))
+	}
+	return fmt.Sprintf("%s, %s leaves %s of GPU capacity unallocated: %s.",
+		when, a.Name, percent(a.UnallocatedGPUPercent), strings.Join(parts, "; "))
 }

@@ -194,7 +194,11 @@ func table(r Report, pending bool) []tableRow {
 				row("pods/s", func(s Result) string { return rate(s.PodsPerSecond) }),
 				row("duration", func(s Result) string { return duration(s.Duration) }))
 		}
-		rows = append(rows, row("unallocated GPU @100% arrived", func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
+		label := "unallocated GPU @100% arrived"
+		if when := unallocatedWhen(rs); when != "at 100% arrived" {
+			label = "unallocated GPU " + when
+		}
+		rows = append(rows, row(label, func(s Result) string { return percent(s.UnallocatedGPUPercent) }))
 	}
 	for _, c := range linkClasses(rs) {
 		rows = append(rows, row("multi-GPU claims on "+c, func(s Result) string { return count(s.LinkClasses[c]) }))
