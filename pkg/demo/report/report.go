@@ -54,16 +54,16 @@ type Result struct {
 	Duration              time.Duration
 	PodsPerSecond         float64
 	UnallocatedGPUPercent float64        // at arrived = 100%, or see EndArrivedPercent
-	// EndArrivedPercent, when above 0: UnallocatedGPUPercent was read at
-	// the end of a workload whose pods asked for that share of the GPUs
-	// (the demo's own workloads), not at 100% arrived.
-	EndArrivedPercent float64
 	Curve                 []Point        // unallocated GPU % as the workload arrives
 	LinkClasses           map[string]int // link class of multi-GPU claims -> claims
 	LinkClassOrder        []string       // best first, the charts' order
 	Nodes                 []NodeUse      // GPU occupancy at the end of the run
 	Pending               map[string]int // pending reason -> pods
 	Extra                 []Figure       // e.g. "MIG requests served before first rejection"
+	// EndArrivedPercent, when above 0: UnallocatedGPUPercent was read at
+	// the end of a workload whose pods asked for that share of the GPUs
+	// (the demo's own workloads), not at 100% arrived.
+	EndArrivedPercent float64
 	// Snapshot: a cluster's state at one moment (kubectl gputopo
 	// report), not a run: no rate, duration or arrival curve, and the
 	// unallocated share is the current one.
