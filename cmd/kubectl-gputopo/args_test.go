@@ -106,8 +106,8 @@ current-context: ctx
 	}
 }
 
-// report --out into a directory that does not exist fails before the
-// cluster is read.
+// report --out into a directory that does not exist, or naming a
+// directory, fails before the cluster is read.
 func TestReportOutCheckedFirst(t *testing.T) {
 	requests := 0
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ current-context: ctx
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, out := range []string{filepath.Join(dir, "missing", "x.html"), filepath.Join(kubeconfig, "x.html")} {
+	for _, out := range []string{filepath.Join(dir, "missing", "x.html"), filepath.Join(kubeconfig, "x.html"), dir} {
 		err := run(context.Background(), []string{"report", "--out", out, "--kubeconfig", kubeconfig}, &strings.Builder{})
 		if err == nil || !strings.HasPrefix(err.Error(), "--out "+out) {
 			t.Errorf("--out %s: error %v, want one naming --out", out, err)

@@ -183,6 +183,9 @@ func writeReport(ctx context.Context, client kubernetes.Interface, server, file 
 		} else if !info.IsDir() {
 			return fmt.Errorf("--out %s: %s is not a directory", file, filepath.Dir(file))
 		}
+		if info, err := os.Stat(file); err == nil && info.IsDir() {
+			return fmt.Errorf("--out %s: is a directory; name the report's file", file)
+		}
 	}
 	var page strings.Builder
 	if err := inspect.WriteLiveReport(ctx, client, "GPUs of the cluster at "+server, time.Now(), &page); err != nil {

@@ -157,6 +157,9 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 			}
 		}
 	}
+	if len(w.Pods) == 0 {
+		errs = append(errs, field.Required(field.NewPath("pods"), "a workload needs at least one pod"))
+	}
 	seen := map[string]bool{}
 	total := 0
 	for i, g := range w.Pods {

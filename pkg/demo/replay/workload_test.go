@@ -100,6 +100,7 @@ func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 	// Mistyped sizes fail at once instead of running for days.
 	for body, want := range map[string]string{
 		"steps: 1000000\ntemplates: {}\npods: []\n": "steps: Invalid value: 1000000: must be in 1..1000",
+		"steps: 1\npods: []\n":                      "pods: Required value: a workload needs at least one pod",
 		"steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 100000, arrive: 0}\n":                                                   "pods[0].count: Invalid value: 100000: must be in 1..20000",
 		"steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 15000, arrive: 0}\n- {name: b, template: x, count: 15000, arrive: 1}\n": "pods: Invalid value: 30000: 30000 pods in all; at most 20000",
 	} {
