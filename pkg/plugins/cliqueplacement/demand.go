@@ -8,6 +8,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 )
 
 // demand is a lower bound of what a group still needs to be placeable:
@@ -114,8 +115,13 @@ func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool) int {
 	return n + pl.extendedGPUs(pod)
 }
 
+// requestGPUs: an admin-access request takes devices in use too (the
+// allocator does not count them as allocated), so it needs none free.
 func (pl *CliquePlacement) requestGPUs(r resourceapi.DeviceRequest) int {
 	if r.Exactly != nil {
+		if ptr.Deref(r.Exactly.AdminAccess, false) {
+			return 0
+		}
 		return pl.exactGPUs(r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
 	}
 	least := -1

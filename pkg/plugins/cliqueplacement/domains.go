@@ -7,9 +7,11 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
@@ -62,7 +64,7 @@ func domainOf(logger klog.Logger, node *v1.Node, key string, gpus *topology.Node
 // on (their nodeSelector and required node affinity) by domain, in a
 // stable order: a clique the pods cannot use is not proposed, and its
 // free GPUs do not count.
-func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs) []*domain {
+func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs, comparisonOperators bool) []*domain {
 	affinities := requiredAffinities(pods)
 	byName := map[string]*domain{}
 	var out []*domain
@@ -88,15 +90,36 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 			continue
 		}
 		d.gpus += g.GPUs
-		if !node.Spec.Unschedulable {
-			// A cordoned node's free GPUs take no new pod: a rack
-			// drained for maintenance is not the emptiest clique.
+		if tolerated(logger, pods, node, comparisonOperators) {
+			// The free GPUs of a node the pods may not land on (cordoned,
+			// or tainted, say for maintenance or bad health) take none
+			// of them: such a rack is not the emptiest clique.
 			d.free += g.Free
 			d.nodeFree = append(d.nodeFree, g.Free)
 		}
 	}
 	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })
 	return out
+}
+
+// tolerated: some of the pods tolerates the node's NoSchedule and
+// NoExecute taints, and its cordon, as the TaintToleration and
+// NodeUnschedulable filters judge them (a burn-in group that tolerates
+// the cordon may use a drained rack).
+func tolerated(logger klog.Logger, pods []*v1.Pod, node *v1.Node, comparisonOperators bool) bool {
+	taints := node.Spec.Taints
+	if node.Spec.Unschedulable {
+		taints = append(slices.Clone(taints), v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule})
+	}
+	if len(taints) == 0 || len(pods) == 0 {
+		return true
+	}
+	for _, p := range pods {
+		if _, untolerated := v1helper.FindMatchingUntoleratedTaint(logger, taints, p.Spec.Tolerations, helper.DoNotScheduleTaintsFilterFunc(), comparisonOperators); !untolerated {
+			return true
+		}
+	}
+	return false
 }
 
 // requiredAffinities are the pods' required node affinities.

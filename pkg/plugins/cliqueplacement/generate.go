@@ -47,7 +47,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, gpus)
+	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, gpus, pl.fts.EnableTaintTolerationComparisonOperators)
 	pinned, status := pl.pinnedDomain(logger, scheduled, key, gpus)
 	if status != nil {
 		return nil, status

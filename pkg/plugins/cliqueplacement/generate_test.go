@@ -112,7 +112,7 @@ func TestGroupDomains(t *testing.T) {
 		"t4": {GPUs: 4, Free: 4, Clique: "c.1"},
 		"t5": {GPUs: 4, Free: 4, Clique: "c.1"},
 	}
-	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus)
+	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus, false)
 	type summary struct {
 		Name        string
 		Nodes       []string
@@ -133,6 +133,44 @@ func TestGroupDomains(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, sums); diff != "" {
 		t.Errorf("groupDomains (-want +got):\n%s", diff)
+	}
+}
+
+// A node's free GPUs count for the group only if some of its pods may
+// land there: a cordon and NoSchedule/NoExecute taints count unless
+// tolerated, as the NodeUnschedulable and TaintToleration filters judge.
+func TestGroupDomainsTaints(t *testing.T) {
+	tainted := func(ni fwk.NodeInfo, effect v1.TaintEffect) fwk.NodeInfo {
+		ni.Node().Spec.Taints = []v1.Taint{{Key: "gpu-health", Value: "degraded", Effect: effect}}
+		return ni
+	}
+	tolerating := func(key string) *v1.Pod {
+		p := pod("p", nil)
+		p.Spec.Tolerations = []v1.Toleration{{Key: key, Operator: v1.TolerationOpExists}}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		node fwk.NodeInfo
+		pods []*v1.Pod
+		free int
+	}{
+		{"plain", nodeInfo("n", nil), []*v1.Pod{pod("p", nil)}, 4},
+		{"cordoned", cordoned(nodeInfo("n", nil)), []*v1.Pod{pod("p", nil)}, 0},
+		{"cordoned, tolerated", cordoned(nodeInfo("n", nil)), []*v1.Pod{tolerating(v1.TaintNodeUnschedulable)}, 4},
+		{"NoSchedule", tainted(nodeInfo("n", nil), v1.TaintEffectNoSchedule), []*v1.Pod{pod("p", nil)}, 0},
+		{"NoExecute", tainted(nodeInfo("n", nil), v1.TaintEffectNoExecute), []*v1.Pod{pod("p", nil)}, 0},
+		{"PreferNoSchedule", tainted(nodeInfo("n", nil), v1.TaintEffectPreferNoSchedule), []*v1.Pod{pod("p", nil)}, 4},
+		{"NoSchedule, tolerated by one pod", tainted(nodeInfo("n", nil), v1.TaintEffectNoSchedule), []*v1.Pod{pod("p", nil), tolerating("gpu-health")}, 4},
+		{"cordoned and tainted, only the taint tolerated", tainted(cordoned(nodeInfo("n", nil)), v1.TaintEffectNoSchedule), []*v1.Pod{tolerating("gpu-health")}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gpus := map[string]*topology.NodeGPUs{"n": {GPUs: 4, Free: 4, Clique: "c.1"}}
+			got := groupDomains(klog.Background(), []fwk.NodeInfo{tc.node}, tc.pods, contract.LabelClique, gpus, false)
+			if len(got) != 1 || got[0].free != tc.free {
+				t.Fatalf("domains %+v, want c.1 with %d free", got, tc.free)
+			}
+		})
 	}
 }
 
@@ -221,6 +259,11 @@ func TestRequestGPUs(t *testing.T) {
 		{"default mode", resourceapi.DeviceRequest{Exactly: exact(contract.ClassGPU, "", 0)}, 1},
 		{"all", resourceapi.DeviceRequest{Exactly: exact(contract.ClassGPU, resourceapi.DeviceAllocationModeAll, 0)}, 0},
 		{"other class", resourceapi.DeviceRequest{Exactly: exact(contract.ClassMIG, resourceapi.DeviceAllocationModeExactCount, 2)}, 0},
+		{"admin access takes GPUs in use", resourceapi.DeviceRequest{Exactly: func() *resourceapi.ExactDeviceRequest {
+			e := exact(contract.ClassGPU, resourceapi.DeviceAllocationModeExactCount, 4)
+			e.AdminAccess = ptr.To(true)
+			return e
+		}()}, 0},
 		{"first available: least", resourceapi.DeviceRequest{FirstAvailable: []resourceapi.DeviceSubRequest{sub(contract.ClassGPU, 4), sub(contract.ClassGPU, 2)}}, 2},
 		{"first available: other class", resourceapi.DeviceRequest{FirstAvailable: []resourceapi.DeviceSubRequest{sub(contract.ClassGPU, 4), sub(contract.ClassMIG, 1)}}, 0},
 	}
