@@ -139,3 +139,37 @@ func TestNVL72Scenario(t *testing.T) {
 		t.Errorf("gputopo's racks: %q, want 2 racks · 36 trays · 36 held by 5 groups · 0 free", stats)
 	}
 }
+
+// Your own files (--cluster, --workload), with node names as long as the
+// file allows: each node agent's sockets must still fit a Unix socket
+// path, and the report reads GPUs unallocated at the workload's end.
+func TestOwnFilesWithLongNodeNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a control plane")
+	}
+	dir := t.TempDir()
+	cluster := filepath.Join(dir, "fleet.yaml")
+	workload := filepath.Join(dir, "workload.yaml")
+	name := strings.Repeat("a", 53) // the longest fleet.ParseCluster takes
+	for path, body := range map[string]string{
+		cluster:  "nodes:\n- {name: " + name + ", count: 1, shape: dgxh100}\n",
+		workload: "steps: 2\ntemplates:\n  one: {class: gpu.nvidia.com, count: 1}\npods:\n- {name: p, template: one, count: 2, arrive: 0}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out := filepath.Join(dir, "out")
+	if err := run(ctx, []string{"--cluster=" + cluster, "--workload=" + workload, "--out", out, "--quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "unallocated GPU at the end (25.00% arrived)    75.00%"; !strings.Contains(string(summary), want) {
+		t.Errorf("summary lacks %q:\n%s", want, summary)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -178,7 +179,10 @@ func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies [
 					f.Stop()
 					return nil, err
 				}
-				a, err := startAgent(ctx, client, n, cp+"-"+g.Rack, filepath.Join(dir, n.Name))
+				// Directories by index, not name: the agent's sockets
+				// must fit a Unix socket path (108 bytes) whatever the
+				// node's name.
+				a, err := startAgent(ctx, client, n, cp+"-"+g.Rack, filepath.Join(dir, strconv.Itoa(len(f.Nodes))))
 				if err != nil {
 					f.Stop()
 					return nil, err
