@@ -53,7 +53,13 @@ func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, o
 			for _, p := range o.Pods {
 				if p.Group == g.Name && p.Node != "" {
 					bound++
-					cliques[cliqueOf[p.Node]] = true
+					// A node in no clique is its own NVLink domain:
+					// pods on two such nodes share no NVLink.
+					c, ok := cliqueOf[p.Node]
+					if !ok {
+						c = "node " + p.Node
+					}
+					cliques[c] = true
 				}
 			}
 			switch {
@@ -75,6 +81,9 @@ func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, o
 			{Label: "pod groups started whole", Value: float64(served[i]), Unit: fmt.Sprintf("of %d", groups)},
 			{Label: "started groups in one NVLink clique", Value: float64(inOne[i]), Unit: fmt.Sprintf("of %d", served[i])},
 		}
+	}
+	if len(traysOf) == 0 {
+		return []report.Table{summary}, nil, figures, nil // no rack to draw
 	}
 	racks := make([]report.RackMap, len(outs))
 	for i, o := range outs {

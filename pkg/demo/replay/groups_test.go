@@ -1,9 +1,14 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestRackMap: each of the target's racks once, in clique order, its trays
@@ -53,5 +58,36 @@ func TestRackMap(t *testing.T) {
 		if !slices.Equal(nodes, order) {
 			t.Errorf("%s trays %v, want %v", name, nodes, order)
 		}
+	}
+}
+
+// A group on nodes in no clique (DGX servers, say) is in as many NVLink
+// domains as nodes, not in "1 clique", and there is no rack to draw.
+func TestGroupTablesWithoutCliques(t *testing.T) {
+	client := fake.NewClientset(
+		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-0"}},
+		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1"}},
+	)
+	w := Workload{Pods: []PodGroup{
+		{Name: "spread", Count: 2, Group: &Gang{MinCount: 2}},
+		{Name: "one", Count: 1, Group: &Gang{MinCount: 1}},
+	}}
+	o := &Outcome{Target: Target{Name: "gputopo", Copy: "gputopo"}, Pods: []*PodRecord{
+		{Name: "spread-0", Group: "spread", Node: "dgx-0", Bound: true},
+		{Name: "spread-1", Group: "spread", Node: "dgx-1", Bound: true},
+		{Name: "one-0", Group: "one", Node: "dgx-1", Bound: true},
+	}}
+	tables, racks, figures, err := GroupTables(context.Background(), client, w, []*Outcome{o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tables[0].Rows; !slices.Equal(got[0], []string{"spread", "2", "started, 2 cliques"}) || !slices.Equal(got[1], []string{"one", "1", "started, 1 clique"}) {
+		t.Errorf("rows %v, want spread in 2 domains, one in 1", got)
+	}
+	if racks != nil {
+		t.Errorf("racks %+v, want none: no node is in a clique", racks)
+	}
+	if inOne := figures[0][1]; inOne.Value != 1 || inOne.Unit != "of 2" {
+		t.Errorf("%s: %v %s, want 1 of 2", inOne.Label, inOne.Value, inOne.Unit)
 	}
 }
