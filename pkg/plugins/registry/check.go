@@ -10,6 +10,9 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/gputopo/gputopo/pkg/plugins/consumable"
+	"github.com/gputopo/gputopo/pkg/plugins/partitionable"
 )
 
 // CheckConfig finds what kube-scheduler's own validation lets through in
@@ -18,6 +21,9 @@ import (
 //   - a pluginConfig entry that names no plugin of this scheduler
 //     (kube-scheduler ignores it, so a misspelt GPUTopology would run on
 //     its defaults without a word);
+//   - args for one of gputopo's plugins in a profile that does not
+//     enable it (they configure nothing there: the profile that runs it
+//     takes its defaults), or any args for a plugin that takes none;
 //   - a negative score weight for one of gputopo's plugins, which would
 //     turn "the best placement" into "the worst".
 func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
@@ -27,9 +33,18 @@ func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
 	var errs field.ErrorList
 	for i, p := range cfg.Profiles {
 		path := field.NewPath("profiles").Index(i)
+		enabled := enabledPlugins(p.Plugins)
 		for j, pc := range p.PluginConfig {
-			if _, ok := known[pc.Name]; !ok {
-				errs = append(errs, field.Invalid(path.Child("pluginConfig").Index(j).Child("name"), pc.Name, noSuchPlugin(ours)))
+			at := path.Child("pluginConfig").Index(j)
+			_, isOurs := ours[pc.Name]
+			switch _, ok := known[pc.Name]; {
+			case !ok:
+				errs = append(errs, field.Invalid(at.Child("name"), pc.Name, noSuchPlugin(ours)))
+			case isOurs && !enabled[pc.Name]:
+				errs = append(errs, field.Invalid(at.Child("name"), pc.Name, fmt.Sprintf(
+					"profile %s does not enable this plugin, so these args configure nothing: move them to the profile that enables it", p.SchedulerName)))
+			case takesNoArgs[pc.Name] && pc.Args != nil:
+				errs = append(errs, field.Forbidden(at.Child("args"), pc.Name+" takes no args: its weight is the profile's plugin weight, and it reads what GPUTopology chose"))
 			}
 		}
 		for _, set := range []struct {
@@ -48,6 +63,27 @@ func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
 		return fmt.Errorf("scheduler configuration: %w", errs.ToAggregate())
 	}
 	return nil
+}
+
+// takesNoArgs are gputopo's plugins without args.
+var takesNoArgs = map[string]bool{consumable.Name: true, partitionable.Name: true}
+
+// enabledPlugins are the plugins the profile enables at some extension
+// point, multiPoint included.
+func enabledPlugins(p *schedconfig.Plugins) map[string]bool {
+	out := map[string]bool{}
+	if p == nil {
+		return out
+	}
+	for _, name := range p.Names() {
+		out[name] = true
+	}
+	for _, set := range []schedconfig.PluginSet{p.MultiPoint, p.PodGroupPostFilter} {
+		for _, pl := range set.Enabled {
+			out[pl.Name] = true
+		}
+	}
+	return out
 }
 
 // noSuchPlugin says which names there are: gputopo's, sorted, and

@@ -32,6 +32,17 @@ func TestCheckConfig(t *testing.T) {
 		profile: "  pluginConfig:\n  - name: GPUTopolgy\n    args: {linkClassCost: 2}\n",
 		want:    []string{`profiles[0].pluginConfig[0].name: Invalid value: "GPUTopolgy"`, "GPUTopology"},
 	}, {
+		name:    "args for a plugin the profile does not enable would configure nothing",
+		profile: "  pluginConfig:\n  - name: GPUTopology\n    args: {packing: {enabled: false}}\n",
+		want:    []string{`profiles[0].pluginConfig[0].name: Invalid value: "GPUTopology": profile gputopo-scheduler does not enable this plugin`},
+	}, {
+		name:    "enabled at one extension point only",
+		profile: "  plugins:\n    filter:\n      enabled:\n      - {name: GPUTopology}\n  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n",
+	}, {
+		name:    "args for a plugin that takes none would be ignored",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUConsumable}\n  pluginConfig:\n  - name: GPUConsumable\n    args: {weight: 50}\n",
+		want:    []string{"profiles[0].pluginConfig[0].args: Forbidden: GPUConsumable takes no args"},
+	}, {
 		name:    "a negative weight for gputopo's plugin, at either extension point",
 		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUConsumable, weight: -20}\n    score:\n      enabled:\n      - {name: GPUTopology, weight: -1}\n",
 		want:    []string{"profiles[0].plugins.multiPoint.enabled[GPUConsumable].weight: Invalid value: -20", "profiles[0].plugins.score.enabled[GPUTopology].weight: Invalid value: -1"},
