@@ -92,9 +92,31 @@ func TestDevices(t *testing.T) {
 }
 
 func TestClauses(t *testing.T) {
-	got := clauses("1 cannot allocate all claims (claim a, request r: needs 9, 8 match), 2 node(s) didn't match Pod's node affinity/selector.")
-	want := []string{"1 cannot allocate all claims (claim a, request r: needs 9, 8 match)", "2 node(s) didn't match Pod's node affinity/selector."}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("clauses %q, want %q", got, want)
+	for msg, want := range map[string][]string{
+		"1 cannot allocate all claims (claim a, request r: needs 9, 8 match), 2 node(s) didn't match Pod's node affinity/selector.": {
+			"1 cannot allocate all claims (claim a, request r: needs 9, 8 match)", "2 node(s) didn't match Pod's node affinity/selector."},
+		// PreFilter's reason for every node: its commas are its own.
+		"resourceclaim ns/c, request gpus: device class x does not exist.": {"resourceclaim ns/c, request gpus: device class x does not exist."},
+		"resourceclaim ns/c is in use by 32 other consumers, the maximum.": {"resourceclaim ns/c is in use by 32 other consumers, the maximum."},
+	} {
+		if got := clauses(msg); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("clauses %q, want %q", got, want)
+		}
+	}
+}
+
+// A request for all matching devices says so; its count is 0 by API
+// validation, not one device.
+func TestWriteClaimAllocationModes(t *testing.T) {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
+		{Name: "every", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeAll}},
+		{Name: "two", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 2}},
+	}}}}
+	var b strings.Builder
+	writeClaim(&b, c)
+	for _, want := range []string{"request every: all of class gpu.nvidia.com", "request two: 2 of class gpu.nvidia.com"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("claim written as %q, want %q", b.String(), want)
+		}
 	}
 }

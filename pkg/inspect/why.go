@@ -97,6 +97,8 @@ func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim) {
 	fmt.Fprintf(b, "claim %s:\n", c.Name)
 	for _, r := range c.Spec.Devices.Requests {
 		switch {
+		case r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll:
+			fmt.Fprintf(b, "  request %s: all of class %s\n", r.Name, r.Exactly.DeviceClassName)
 		case r.Exactly != nil:
 			fmt.Fprintf(b, "  request %s: %d of class %s\n", r.Name, max(r.Exactly.Count, 1), r.Exactly.DeviceClassName)
 		default:
@@ -117,8 +119,10 @@ func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim) {
 	}
 }
 
-// clauses splits a message at the commas outside parentheses: each
-// clause is one reason with how many nodes gave it.
+// clauses splits a message into its reasons, each with how many nodes
+// gave it ("1 Insufficient cpu, 2 node(s) had ..."): at the commas
+// outside parentheses that a count follows. A message without counts
+// (a PreFilter's, one for all nodes) is one reason, commas and all.
 func clauses(msg string) []string {
 	var out []string
 	depth, start := 0, 0
@@ -128,10 +132,17 @@ func clauses(msg string) []string {
 			depth++
 		case r == ')':
 			depth--
-		case r == ',' && depth == 0:
+		case r == ',' && depth == 0 && countFollows(msg[i+1:]):
 			out = append(out, strings.TrimSpace(msg[start:i]))
 			start = i + 1
 		}
 	}
 	return append(out, strings.TrimSpace(msg[start:]))
+}
+
+// countFollows: s starts with a node count, " 2 node(s) ...".
+func countFollows(s string) bool {
+	s = strings.TrimLeft(s, " ")
+	digits := len(s) - len(strings.TrimLeft(s, "0123456789"))
+	return digits > 0 && digits < len(s) && s[digits] == ' '
 }
