@@ -48,6 +48,9 @@ type extendedState struct {
 	variants map[string]*extendedVariant
 	// created is the claim PreBind wrote, for Unreserve to delete.
 	created *resourceapi.ResourceClaim
+	// recorded is what PreBind wrote into the pod's status, for
+	// Unreserve to clear.
+	recorded *v1.PodExtendedResourceClaimStatus
 }
 
 // extendedVariant is what nodes on which DRA serves the same resources

@@ -64,7 +64,8 @@ func (e *testEnv) claimsInNamespace() []resourceapi.ResourceClaim {
 // A pod that asks for example.com/gpu: 2 gets an NVLink pair through a
 // claim created in PreBind. When PreBind fails after creating it,
 // Unreserve deletes the claim and releases the devices; the next attempt
-// makes a new claim and records it in the pod's status.
+// makes a new claim and records it in the pod's status, which a later
+// Unreserve clears with the claim.
 func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 	pod := extendedGPUPod("p", 2)
 	env := extendedEnv(t, pod)
@@ -137,6 +138,19 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
 	if got := stored.Status.ExtendedResourceClaimStatus; got == nil || got.ResourceClaimName != want.ResourceClaimName || len(got.RequestMappings) != 1 || got.RequestMappings[0] != want.RequestMappings[0] {
 		t.Errorf("pod status %+v, want %+v", got, want)
+	}
+
+	// Binding fails after PreBind: the claim goes, and so does its name
+	// in the pod's status, which would otherwise send the kubelet after a
+	// claim that is gone if the pod lands on a device-plugin node next.
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	if claims := env.claimsInNamespace(); len(claims) != 0 {
+		t.Errorf("Unreserve left claims %v", claims)
+	}
+	stored, err = env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
+	env.tCtx.ExpectNoError(err, "get pod")
+	if got := stored.Status.ExtendedResourceClaimStatus; got != nil {
+		t.Errorf("pod status still names claim %s after Unreserve deleted it", got.ResourceClaimName)
 	}
 }
 

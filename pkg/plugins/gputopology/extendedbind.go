@@ -47,6 +47,9 @@ func (pl *GPUTopology) bindExtendedClaim(ctx context.Context, pod *v1.Pod, v *ex
 	if err := schedutil.PatchPodStatus(ctx, pl.clientset, pod.Name, pod.Namespace, &pod.Status, status); err != nil {
 		return nil, fmt.Errorf("record extended resource claim %s in the status of pod %s: %w", bound.Name, klog.KObj(pod), err)
 	}
+	s.mu.Lock()
+	s.ext.recorded = status.ExtendedResourceClaimStatus
+	s.mu.Unlock()
 	return bound, nil
 }
 
@@ -80,14 +83,31 @@ func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *st
 		claims.AssumedClaimRestore(s.ext.claim.Namespace, s.ext.claim.Name)
 	}
 	s.mu.Lock()
-	created := s.ext.created
-	s.ext.created = nil
+	created, recorded := s.ext.created, s.ext.recorded
+	s.ext.created, s.ext.recorded = nil, nil
 	s.mu.Unlock()
 	if created == nil {
 		return
 	}
 	if err := pl.deleteClaim(ctx, created); err != nil {
 		klog.FromContext(ctx).Error(err, "Deleting the extended resource claim failed", "pod", klog.KObj(pod), "claim", klog.KObj(created))
+	}
+	if recorded != nil {
+		pl.clearRecordedClaim(ctx, pod, recorded)
+	}
+}
+
+// clearRecordedClaim takes the deleted claim out of the pod's status.
+// Left there, a later binding to a node whose device plugin serves the
+// resources would name a claim that is gone: the kubelet would wait on it
+// and leave the device plugin out. (Upstream's plugin leaves it.)
+func (pl *GPUTopology) clearRecordedClaim(ctx context.Context, pod *v1.Pod, recorded *v1.PodExtendedResourceClaimStatus) {
+	old := pod.Status.DeepCopy()
+	old.ExtendedResourceClaimStatus = recorded
+	cleared := old.DeepCopy()
+	cleared.ExtendedResourceClaimStatus = nil
+	if err := schedutil.PatchPodStatus(ctx, pl.clientset, pod.Name, pod.Namespace, old, cleared); err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Error(err, "Clearing the deleted extended resource claim from the pod's status failed", "pod", klog.KObj(pod), "claim", recorded.ResourceClaimName)
 	}
 }
 
