@@ -72,7 +72,8 @@ func TestCheckConfigFile(t *testing.T) {
 		path string
 		want []string
 	}{
-		{write("ok.yaml", "  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n"), nil},
+		{write("ok.yaml", "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n"), nil},
+		{write("elsewhere.yaml", "  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n"), []string{"elsewhere.yaml", `pluginConfig[0].name: Invalid value: "GPUTopology": profile gputopo-scheduler does not enable this plugin`}},
 		{write("typo.yaml", "  pluginConfig:\n  - name: GPUTopolgy\n    args: {linkClassCost: 2}\n"), []string{"typo.yaml", `pluginConfig[0].name: Invalid value: "GPUTopolgy"`}},
 		{write("inf.yaml", "  pluginConfig:\n  - name: GPUTopology\n    args: {hostPressure: .inf}\n"), []string{"inf.yaml", "pluginConfig[0].args.hostPressure", "finite"}},
 		{write("unknown.yaml", "  bogus: 1\n"), nil}, // kube-scheduler's strict decoding says so itself
