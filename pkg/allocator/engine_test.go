@@ -242,6 +242,11 @@ func TestAllocateSemantics(t *testing.T) {
 			}},
 		// A negative total is valid input: upstream keeps the pool valid
 		// and allocates no device that consumes its counters.
+		// Each request finds enough alone; the message says that together
+		// they do not (two containers' extended-resource requests, say).
+		{name: "requests that fit alone but not together", slices: []*resourceapi.ResourceSlice{fourGPUs()},
+			claims:  []*resourceapi.ResourceClaim{claimOf("c", exact("a", gpuClass.Name, 3), exact("b", gpuClass.Name, 3))},
+			wantErr: ErrUnsatisfiable, errHas: []string{"request a: needs 3, 4 match, 4 free", "the 2 requests need 6 devices together, 4 free match any of them"}},
 		{name: "negative counter", slices: negCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "1g.10gb")}, wantErr: ErrUnsatisfiable, errHas: []string{"shared counters exhausted"}},
 	}
 	for _, tc := range tests {
@@ -391,5 +396,26 @@ func TestSequentialPodsNeverShareDevices(t *testing.T) {
 	c := claimOf("e", exact("r", gpuClass.Name, 1))
 	if _, err := e.NewSession(inv, testClasses, state, []*resourceapi.ResourceClaim{c}).Allocate(t.Context(), node("node-a"), nil); !errors.Is(err, ErrUnsatisfiable) {
 		t.Errorf("full node: %v, want ErrUnsatisfiable", err)
+	}
+}
+
+// The clause for requests together appears only where it is the reason:
+// each request fits alone, their devices are taken whole, and together
+// they need more than are free.
+func TestJointDemandFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		j    jointDemand
+		want string
+	}{
+		{"too many together", jointDemand{requests: 2, need: 6, freeCount: 4, fits: true}, "the 2 requests need 6 devices together, 4 free match any of them"},
+		{"enough together", jointDemand{requests: 2, need: 4, freeCount: 4, fits: true}, ""},
+		{"one short alone", jointDemand{requests: 2, need: 6, freeCount: 4, fits: false}, ""},
+		{"shared devices", jointDemand{requests: 2, need: 6, freeCount: 4, fits: true, shared: true}, ""},
+		{"one request", jointDemand{requests: 1, need: 6, freeCount: 4, fits: true}, ""},
+	} {
+		if got := tc.j.failure(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -682,18 +682,44 @@ func (r *run) failure() []failurePart {
 			parts = append(parts, failurePart{claim: -1, text: fmt.Sprintf("resource pool %s is being updated", p)})
 		}
 	}
+	joint := jointDemand{free: make([]bool, len(r.view.devices)), fits: true}
 	for ci := range r.s.plans {
 		for _, g := range r.s.plans[ci].groups {
 			for _, q := range g.alts {
-				parts = append(parts, failurePart{claim: ci, text: r.requestFailure(q)})
+				parts = append(parts, failurePart{claim: ci, text: r.requestFailure(q, &joint, len(g.alts) == 1)})
 			}
 		}
+	}
+	if text := joint.failure(); text != "" {
+		parts = append(parts, failurePart{claim: -1, text: text})
 	}
 	return parts
 }
 
-// requestFailure is q's part of failure.
-func (r *run) requestFailure(q *req) string {
+// jointDemand adds up what the requests need of devices each takes
+// whole: each request may find enough free devices alone and all of them
+// together not, which the per-request parts would not show (two
+// containers of four GPUs each where six are free).
+type jointDemand struct {
+	requests, need int
+	free           []bool // by device: free, and some request may take it
+	freeCount      int
+	fits           bool // every request alone finds enough
+	shared         bool // a request or device outside the sum
+}
+
+// failure is the clause for the requests together, or "" when they are
+// not the reason (a request short alone, or devices shared).
+func (j *jointDemand) failure() string {
+	if j.requests < 2 || !j.fits || j.shared || j.need <= j.freeCount {
+		return ""
+	}
+	return fmt.Sprintf("the %d requests need %d devices together, %d free match any of them", j.requests, j.need, j.freeCount)
+}
+
+// requestFailure is q's part of failure; plain (not one of several
+// alternatives) adds q to joint.
+func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 	match, free := 0, 0
 	busy := map[string]int{}
 	for d := range r.view.devices {
@@ -707,6 +733,17 @@ func (r *run) requestFailure(q *req) string {
 			continue
 		}
 		free++
+		if plain && !joint.free[d] {
+			joint.free[d] = true
+			joint.freeCount++
+			joint.shared = joint.shared || r.view.devices[d].multi
+		}
+	}
+	if plain {
+		joint.requests++
+		joint.need += r.num[q.idx]
+		joint.fits = joint.fits && free >= r.num[q.idx]
+		joint.shared = joint.shared || q.all || q.admin
 	}
 	need := fmt.Sprint(r.num[q.idx])
 	if q.all {
