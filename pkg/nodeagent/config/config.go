@@ -122,8 +122,9 @@ func Default() Config {
 			// As NVIDIA's device plugin: errors caused by the application.
 			IgnoredXids: []uint64{13, 31, 43, 45, 68, 109},
 			// Double-bit ECC, fallen off the bus, uncontained ECC, GSP
-			// and row-remapping failures.
-			FatalXids:     []uint64{48, 63, 64, 74, 79, 94, 95, 119, 120, 140},
+			// and row-remapping failures, and the driver asking for a
+			// recovery action (154).
+			FatalXids:     []uint64{48, 63, 64, 74, 79, 94, 95, 119, 120, 140, 154},
 			RecoverAfter:  metav1.Duration{Duration: 5 * time.Minute},
 			FlapThreshold: 3,
 			FlapWindow:    metav1.Duration{Duration: time.Hour},

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -54,6 +55,12 @@ type Monitor struct {
 	mu    sync.Mutex
 	gpus  map[string]*gpuState
 	saved []byte // the state last written to opts.StatePath
+	// absent: saved state of GPUs this run does not see (one lost at
+	// start), kept in the file for the run that sees them again.
+	absent map[string]savedGPU
+	// handles: each GPU's NVML handle when it last answered, to name the
+	// GPU of an Xid that NVML can no longer ask (Xid 79: it is lost).
+	handles map[string]nvml.Device
 }
 
 // New watches the GPUs with the given UUIDs.
@@ -67,7 +74,8 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 	if o.BootIDPath == "" {
 		o.BootIDPath = BootIDPath
 	}
-	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: readBootID(o.BootIDPath)}
+	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: readBootID(o.BootIDPath),
+		handles: map[string]nvml.Device{}}
 	for _, uuid := range uuids {
 		m.gpus[uuid] = &gpuState{}
 	}
@@ -106,7 +114,12 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.probeOnly(ctx)
 		return nil
 	}
-	defer func() { w.set.Free() }()
+	// w changes as GPUs come and go; a failed re-watch leaves no set.
+	defer func() {
+		if w.set != nil {
+			w.set.Free()
+		}
+	}()
 	// Probes are paced by the wall clock; taint ages use opts.Now.
 	next := time.Now()
 	for ctx.Err() == nil {
@@ -207,16 +220,20 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 	if ev.EventType != nvml.EventTypeXidCriticalError {
 		return
 	}
-	uuid, ret := ev.Device.GetUUID()
-	if ret != nvml.SUCCESS {
+	xid := ev.EventData
+	uuid, ok := m.uuidOf(ev.Device)
+	if !ok {
+		klog.FromContext(ctx).Error(nil, "Xid from a GPU the agent cannot name", "xid", xid)
 		return
 	}
-	xid := ev.EventData
 	if slices.Contains(m.opts.Policy.IgnoredXids, xid) {
 		klog.FromContext(ctx).V(2).Info("Application Xid, GPU stays healthy", "uuid", uuid, "xid", xid)
 		return
 	}
-	fatal := slices.Contains(m.opts.Policy.FatalXids, xid)
+	// A recovery action pending (reset, reboot) makes any Xid fatal: the
+	// GPU is not usable until it is done (recovery.go waits for it).
+	action, known := recoveryAction(ev.Device)
+	fatal := slices.Contains(m.opts.Policy.FatalXids, xid) || known && action != nvml.GPU_RECOVERY_ACTION_NONE
 	effect := resourceapi.DeviceTaintEffectNoSchedule
 	if fatal {
 		effect = resourceapi.DeviceTaintEffectNoExecute
@@ -233,6 +250,25 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 		m.clearAck(ctx, uuid) // an acknowledgement must follow the Xid
 	}
 	m.report(ctx, uuid, fmt.Sprintf("xid-%d", xid), effect)
+}
+
+// uuidOf names the GPU of an event: by asking it, or, when it no longer
+// answers, by the handle it had when it last did.
+func (m *Monitor) uuidOf(d nvml.Device) (string, bool) {
+	if uuid, ret := d.GetUUID(); ret == nvml.SUCCESS {
+		return uuid, true
+	}
+	if d == nil || !reflect.TypeOf(d).Comparable() {
+		return "", false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uuid, h := range m.handles {
+		if reflect.TypeOf(h) == reflect.TypeOf(d) && h == d {
+			return uuid, true
+		}
+	}
+	return "", false
 }
 
 // report records bad news about a GPU and taints it, keeping the stronger

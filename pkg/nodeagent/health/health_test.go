@@ -2,7 +2,9 @@ package health_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,5 +183,50 @@ func TestLostGPULeavesTheOthersWatched(t *testing.T) {
 	}
 	if waits > 20 {
 		t.Errorf("%d event waits in about a second with a lost GPU, want a 200ms wait each", waits)
+	}
+}
+
+// NVML gives an event set at start but none when a GPU lost and the set
+// is made again: the monitor probes only from then on, and stops
+// cleanly (it freed a set it no longer had, and the agent crashed).
+func TestEventSetGoneAfterAGPUIsLost(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := lib.EventSetCreateFunc
+	var sets atomic.Int32
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		if sets.Add(1) > 1 {
+			return nil, nvml.ERROR_UNKNOWN
+		}
+		return create()
+	}
+	uuids := gpuUUIDs(t, lib)
+	m := health.New(lib, uuids, health.Options{Policy: config.Default().Health, ProbeInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("Run panicked: %v", r)
+			}
+		}()
+		done <- m.Run(ctx)
+	}()
+	for !lib.Registered(5) {
+		time.Sleep(time.Millisecond)
+	}
+	lib.SetLost(2, true)
+	for sets.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // probing only
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if taint := m.Taints()[uuids[2]]; taint.Value != "lost" {
+		t.Errorf("lost GPU's taint %+v, want lost", taint)
 	}
 }

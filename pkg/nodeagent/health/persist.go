@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -57,9 +58,11 @@ func (g savedGPU) state() *gpuState {
 		evidence: evidence{actionPending: g.ActionPending, lost: g.Lost, recovered: g.Recovered}}
 }
 
-// Restore reads what an earlier run of the agent knew of these GPUs
-// (those it no longer sees are dropped). A missing file is a first
-// start. An unreadable one is an error, and the monitor starts afresh.
+// Restore reads what an earlier run of the agent knew of these GPUs. A
+// GPU this run does not see (lost, or left out at discovery) keeps its
+// entry in the file, so that its taint is there when a later run sees it
+// again. A missing file is a first start. An unreadable one is an error,
+// and the monitor starts afresh.
 func (m *Monitor) Restore(ctx context.Context) error {
 	if m.opts.StatePath == "" {
 		return nil
@@ -83,6 +86,10 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	defer m.mu.Unlock()
 	for uuid, g := range f.GPUs {
 		if _, ok := m.gpus[uuid]; !ok {
+			if m.absent == nil {
+				m.absent = map[string]savedGPU{}
+			}
+			m.absent[uuid] = g
 			continue
 		}
 		s := g.state()
@@ -119,7 +126,8 @@ func (m *Monitor) save(ctx context.Context) {
 }
 
 func (m *Monitor) encode() ([]byte, error) {
-	f := stateFile{Version: stateVersion, BootID: m.boot, GPUs: make(map[string]savedGPU, len(m.gpus))}
+	f := stateFile{Version: stateVersion, BootID: m.boot, GPUs: make(map[string]savedGPU, len(m.gpus)+len(m.absent))}
+	maps.Copy(f.GPUs, m.absent)
 	for uuid, s := range m.gpus {
 		f.GPUs[uuid] = s.saved()
 	}

@@ -3,6 +3,7 @@ package health
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,27 @@ func TestUnreadableHealthState(t *testing.T) {
 	f.xid(0, 48)
 	f.restart(Options{StatePath: path})
 	f.want(0, noExecute, "the state is written afresh")
+}
+
+// The agent restarts while a GPU cannot be described (left out at
+// discovery): its saved state stays in the file through that run's
+// saves, and the run that sees it again restores its taint.
+func TestAbsentGPUKeepsItsState(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{StatePath: filepath.Join(dir, "health.json"), BootIDPath: bootFile(t, dir, "boot-1")}
+	o.Policy = config.Default().Health
+	o.Policy.FatalRecovery = config.RecoverByOperator
+	f := newFixture(t, o)
+	f.xid(5, 48)
+	f.after(time.Second)
+
+	all := f.uuids
+	f.uuids = slices.Delete(slices.Clone(all), 5, 6) // GPU 5 left out
+	f.restart(o)
+	f.xid(1, 92) // a change: the file is written again
+	f.after(time.Second)
+
+	f.uuids = all
+	f.restart(o)
+	f.want(5, noExecute, "back after a run that did not see it")
 }

@@ -39,8 +39,13 @@ func (m *Monitor) answers(uuid string) (nvml.Device, bool) {
 	if _, ret := d.GetUUID(); ret != nvml.SUCCESS {
 		return nil, false
 	}
-	_, ret = d.GetMemoryInfo()
-	return d, ret != nvml.ERROR_GPU_IS_LOST
+	if _, ret = d.GetMemoryInfo(); ret == nvml.ERROR_GPU_IS_LOST {
+		return nil, false
+	}
+	m.mu.Lock()
+	m.handles[uuid] = d
+	m.mu.Unlock()
+	return d, true
 }
 
 func (m *Monitor) lost(ctx context.Context, uuid string) {

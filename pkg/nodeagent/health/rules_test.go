@@ -200,3 +200,46 @@ func TestOperatorAcknowledgesRecovery(t *testing.T) {
 		})
 	}
 }
+
+// Xid 79: by the time the event is read the GPU has fallen off the bus
+// and NVML cannot name it. The monitor names it by the handle it had and
+// applies the fatal rule: with fatalRecovery "operator" the taint waits
+// for the acknowledgement even after a reset.
+func TestXidOfALostGPU(t *testing.T) {
+	policy := config.Default().Health
+	policy.FatalRecovery = config.RecoverByOperator
+	f := newFixture(t, Options{Policy: policy, AckDir: t.TempDir()})
+	f.after(0) // the GPUs answer once
+	f.lib.SetLost(3, true)
+	f.xid(3, 79)
+	if got := f.m.Taints()[f.uuids[3]]; got.Value != "xid-79" || got.Effect != noExecute {
+		t.Fatalf("taint %+v, want xid-79 NoExecute", got)
+	}
+	f.after(time.Second)
+	f.lib.ResetGPU(3)
+	f.after(6 * time.Minute)
+	f.want(3, noExecute, "reset, no acknowledgement")
+	if err := os.WriteFile(filepath.Join(f.m.opts.AckDir, f.uuids[3]), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.after(time.Second)
+	f.want(3, untainted, "acknowledged")
+}
+
+// The driver asks for a recovery action (a reset): any Xid is then
+// fatal, evicting pods, and its taint waits for the action to be done,
+// not for a quiet period. Xid 154 (the action changed) is fatal itself.
+func TestRecoveryActionMakesAnXidFatal(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.lib.SetRecoveryAction(2, nvml.GPU_RECOVERY_ACTION_GPU_RESET)
+	f.xid(2, 62)
+	f.xid(4, 154)
+	f.after(6 * time.Minute)
+	f.want(2, noExecute, "6m after an Xid with a reset pending")
+	f.want(4, noExecute, "6m after Xid 154")
+	f.lib.ResetGPU(2)
+	f.after(time.Second)
+	f.want(2, untainted, "reset done")
+	f.xid(5, 62) // no action pending: survivable
+	f.want(5, noSchedule, "an Xid without a pending action")
+}
