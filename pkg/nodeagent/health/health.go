@@ -137,6 +137,11 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if now := time.Now(); !now.Before(next) {
 			answered := m.probe(ctx)
 			next = now.Add(m.opts.ProbeInterval)
+			if maps.Equal(answered, w.gpus) && ret == nvml.ERROR_GPU_IS_LOST {
+				// NVML says a GPU is lost, yet every watched one
+				// answers: wait as after any failed wait, not spin.
+				pause(ctx, waitErrorPause)
+			}
 			if !maps.Equal(answered, w.gpus) {
 				m.drain(ctx, w)
 				w.set.Free()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
@@ -228,5 +229,41 @@ func TestEventSetGoneAfterAGPUIsLost(t *testing.T) {
 	}
 	if taint := m.Taints()[uuids[2]]; taint.Value != "lost" {
 		t.Errorf("lost GPU's taint %+v, want lost", taint)
+	}
+}
+
+// NVML's event wait says a GPU is lost while every watched GPU still
+// answers the probe: the monitor waits between tries instead of spinning
+// a core.
+func TestLostWaitWhileEveryGPUAnswers(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := lib.EventSetCreateFunc
+	var waits atomic.Int32
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		set, ret := create()
+		if ret != nvml.SUCCESS {
+			return set, ret
+		}
+		ms := set.(*mock.EventSet)
+		ms.WaitFunc = func(uint32) (nvml.EventData, nvml.Return) {
+			waits.Add(1)
+			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+		}
+		return ms, nvml.SUCCESS
+	}
+	m := health.New(lib, gpuUUIDs(t, lib), health.Options{Policy: config.Default().Health, ProbeInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	time.Sleep(time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := waits.Load(); n > 5 {
+		t.Errorf("%d event waits in a second, want a pause after each", n)
 	}
 }
