@@ -3,10 +3,12 @@ package cliqueplacement
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
@@ -53,7 +55,8 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, status
 	}
 	need := pl.groupNeed(pg, len(scheduled))
-	candidates, status := candidates(domains, key, need, pinned, selected)
+	claimed := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
+	candidates, status := candidates(domains, key, need, pinned, selected, claimed)
 	if status != nil {
 		return nil, status
 	}
@@ -154,15 +157,59 @@ func (pl *CliquePlacement) pinnedDomain(logger klog.Logger, scheduled []*v1.Pod,
 	return pinned, nil
 }
 
-// candidates are the domains that can still hold the group: the pinned
-// or selected one if any, with at least need free whole GPUs (domains
-// with GPUs the DRA state does not show are kept: their room is
+// claimedDomain is the one domain whose nodes hold the devices of the
+// group's claims that are allocated already (a PodGroup's claim that
+// outlived its evicted pods): the pods must join those devices there.
+// "" when no claim is allocated, or the claims leave more than one
+// domain (devices reachable from several), or none.
+func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) string {
+	var common map[string]bool
+	seen := map[string]bool{}
+	for _, p := range pods {
+		for _, name := range claimNames(p) {
+			if seen[p.Namespace+"/"+name] {
+				continue
+			}
+			seen[p.Namespace+"/"+name] = true
+			c, err := pl.draManager.ResourceClaims().Get(p.Namespace, name)
+			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil {
+				continue
+			}
+			sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector)
+			if err != nil {
+				continue
+			}
+			here := map[string]bool{}
+			for _, d := range domains {
+				if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool { return sel.Match(n.Node()) }) {
+					here[d.name] = true
+				}
+			}
+			if common == nil {
+				common = here
+				continue
+			}
+			maps.DeleteFunc(common, func(d string, _ bool) bool { return !here[d] })
+		}
+	}
+	if len(common) != 1 {
+		return ""
+	}
+	for d := range common {
+		return d
+	}
+	return ""
+}
+
+// candidates are the domains that can still hold the group: the pinned,
+// selected or claimed one if any, with at least need free whole GPUs
+// (domains with GPUs the DRA state does not show are kept: their room is
 // unknown).
-func candidates(domains []*domain, key string, need demand, pinned, selected string) ([]*domain, *fwk.Status) {
+func candidates(domains []*domain, key string, need demand, pinned, selected, claimed string) ([]*domain, *fwk.Status) {
 	var out []*domain
 	most, mostPlaces := -1, 0
 	for _, d := range domains {
-		if (pinned != "" && d.name != pinned) || (selected != "" && d.name != selected) {
+		if (pinned != "" && d.name != pinned) || (selected != "" && d.name != selected) || (claimed != "" && d.name != claimed) {
 			continue
 		}
 		most = max(most, d.free)
@@ -189,6 +236,9 @@ func candidates(domains []*domain, key string, need demand, pinned, selected str
 	case selected != "":
 		where = fmt.Sprintf("in %s %s, which its pods select", key, selected)
 		none = fmt.Sprintf("the pod group's pods select %s %s, and no node they may run on is in it", key, selected)
+	case claimed != "":
+		where = fmt.Sprintf("in %s %s, where its allocated claims' devices are", key, claimed)
+		none = where
 	default:
 		where = fmt.Sprintf("in one %s domain", key)
 		none = fmt.Sprintf("no node the pod group's pods may run on (by their nodeSelector and affinity) is in a %s domain", key)

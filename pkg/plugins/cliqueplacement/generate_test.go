@@ -2,6 +2,7 @@ package cliqueplacement
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -184,7 +185,7 @@ func TestCandidatesNeedRoomOnSingleNodes(t *testing.T) {
 	doms := []*domain{scattered("a"), scattered("b"), scattered("c"), {name: "d", free: 40, nodeFree: []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
 		{name: "e", free: 72, nodeFree: []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}}}
 	need := demand{gpus: 8, pods: 2, smallest: 4}
-	cands, status := candidates(doms, contract.LabelClique, need, "", "")
+	cands, status := candidates(doms, contract.LabelClique, need, "", "", "")
 	if status != nil {
 		t.Fatal(status)
 	}
@@ -196,7 +197,7 @@ func TestCandidatesNeedRoomOnSingleNodes(t *testing.T) {
 	if diff := cmp.Diff([]string{"d", "e"}, got); diff != "" {
 		t.Errorf("proposed (-want +got):\n%s", diff)
 	}
-	_, status = candidates(doms[:3], contract.LabelClique, need, "", "")
+	_, status = candidates(doms[:3], contract.LabelClique, need, "", "", "")
 	if want := "needs at least 8 free GPUs in one nvidia.com/gpu.clique domain, 2 pods of at least 4 on one node each; the most such pods one holds is 0"; status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), want) {
 		t.Errorf("status %v, want Unschedulable with %q", status, want)
 	}
@@ -208,6 +209,7 @@ func TestCandidatesAndBestFit(t *testing.T) {
 		name             string
 		need             int
 		pinned, selected string
+		claimed          string
 		max              int32
 		want             []string
 		wantErr          string
@@ -220,10 +222,12 @@ func TestCandidatesAndBestFit(t *testing.T) {
 		{name: "pinned without room", need: 48, pinned: "c", max: 4, wantErr: "needs at least 48 free GPUs in nvidia.com/gpu.clique c, where the group's scheduled pods run; the most free in one is 40"},
 		{name: "selected", need: 4, selected: "b", max: 4, want: []string{"b"}},
 		{name: "selected unknown", need: 4, selected: "x", max: 4, wantErr: "the pod group's pods select nvidia.com/gpu.clique x, and no node they may run on is in it"},
+		{name: "claimed", need: 4, claimed: "a", max: 1, want: []string{"a"}},
+		{name: "claimed without room", need: 48, claimed: "c", max: 4, wantErr: "needs at least 48 free GPUs in nvidia.com/gpu.clique c, where its allocated claims' devices are; the most free in one is 40"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cands, status := candidates(doms, contract.LabelClique, demand{gpus: tc.need}, tc.pinned, tc.selected)
+			cands, status := candidates(doms, contract.LabelClique, demand{gpus: tc.need}, tc.pinned, tc.selected, tc.claimed)
 			if tc.wantErr != "" {
 				if status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), tc.wantErr) {
 					t.Fatalf("status %v, want Unschedulable with %q", status, tc.wantErr)
@@ -319,5 +323,71 @@ func TestSharedClaims(t *testing.T) {
 	got := sharedClaims([]*v1.Pod{withClaims("a", "own-a", "channel"), withClaims("b", "own-b", "channel"), withClaims("c", "own-c")})
 	if diff := cmp.Diff(map[string]bool{"channel": true}, got); diff != "" {
 		t.Errorf("sharedClaims (-want +got):\n%s", diff)
+	}
+}
+
+// claimsByName is a claim tracker that knows some claims by name.
+type claimsByName struct {
+	fwk.ResourceClaimTracker
+	claims map[string]*resourceapi.ResourceClaim
+}
+
+func (c claimsByName) Get(_, name string) (*resourceapi.ResourceClaim, error) {
+	if claim, ok := c.claims[name]; ok {
+		return claim, nil
+	}
+	return nil, fmt.Errorf("claim %s not found", name)
+}
+
+type draWithClaims struct {
+	fwk.SharedDRAManager
+	claims claimsByName
+}
+
+func (d draWithClaims) ResourceClaims() fwk.ResourceClaimTracker { return d.claims }
+
+// A group whose claim is allocated already (a PodGroup's claim that
+// outlived its evicted pods) is held to the clique of that claim's
+// devices; claims in two cliques, or none allocated, hold it to none.
+func TestClaimedDomain(t *testing.T) {
+	doms := []*domain{
+		{name: "c.1", nodes: []fwk.NodeInfo{nodeInfo("t0", nil), nodeInfo("t1", nil)}},
+		{name: "c.2", nodes: []fwk.NodeInfo{nodeInfo("t2", nil)}},
+	}
+	allocatedOn := func(name string, nodes ...string) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		if len(nodes) > 0 {
+			c.Status.Allocation = &resourceapi.AllocationResult{NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: nodes}}}}}}
+		}
+		return c
+	}
+	podWith := func(claims ...string) *v1.Pod {
+		p := pod("p", nil)
+		for _, c := range claims {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
+		}
+		return p
+	}
+	pl := &CliquePlacement{draManager: draWithClaims{claims: claimsByName{claims: map[string]*resourceapi.ResourceClaim{
+		"on-t2":       allocatedOn("on-t2", "t2"),
+		"on-t1":       allocatedOn("on-t1", "t1"),
+		"anywhere":    allocatedOn("anywhere", "t0", "t2"),
+		"unallocated": allocatedOn("unallocated"),
+	}}}}
+	for _, tc := range []struct {
+		name string
+		pods []*v1.Pod
+		want string
+	}{
+		{"allocated in c.2", []*v1.Pod{podWith("on-t2"), podWith()}, "c.2"},
+		{"one in c.2, one reachable from both", []*v1.Pod{podWith("on-t2", "anywhere")}, "c.2"},
+		{"two cliques", []*v1.Pod{podWith("on-t2"), podWith("on-t1")}, ""},
+		{"reachable from both", []*v1.Pod{podWith("anywhere")}, ""},
+		{"not allocated", []*v1.Pod{podWith("unallocated", "missing")}, ""},
+	} {
+		if got := pl.claimedDomain(tc.pods, doms); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
