@@ -263,13 +263,14 @@ func (m *Monitor) uuidOf(d nvml.Device) (string, bool) {
 	if uuid, ret := d.GetUUID(); ret == nvml.SUCCESS {
 		return uuid, true
 	}
+	// Comparing interfaces panics only on one uncomparable dynamic type.
 	if d == nil || !reflect.TypeOf(d).Comparable() {
 		return "", false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uuid, h := range m.handles {
-		if reflect.TypeOf(h) == reflect.TypeOf(d) && h == d {
+		if h == d {
 			return uuid, true
 		}
 	}
