@@ -38,7 +38,8 @@ const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [-
   report  an HTML page of the cluster as it is now: GPU occupancy by node
           and NVLink domain, link classes of claims, fragmentation, and the
           pending pods with their reasons (--out FILE, default stdout)
-  version the plugin's version (also --version)`
+  version the plugin's version (also --version; --version=raw adds the
+          build information)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -50,8 +51,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	if printVersion(args, out) {
-		return nil
+	if printed, err := printVersion(args, out); printed || err != nil {
+		return err
 	}
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		_, err := fmt.Fprintln(out, usage)
@@ -203,11 +204,21 @@ func writeReport(ctx context.Context, client kubernetes.Interface, server, file 
 }
 
 // printVersion prints the plugin's version for "version", "--version" or
-// "-version" as the first argument, and reports whether it did.
-func printVersion(args []string, out io.Writer) bool {
-	if len(args) == 0 || (args[0] != "version" && args[0] != "--version" && args[0] != "-version") {
-		return false
+// "-version" as the first argument (with the build information for
+// --version=raw), and reports whether it did.
+func printVersion(args []string, out io.Writer) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
 	}
-	_, _ = fmt.Fprintln(out, version.Line("kubectl-gputopo")) // stdout gone: nothing to tell
-	return true
+	req := version.RequestLine
+	if v, ok := strings.CutPrefix(strings.TrimPrefix(args[0], "-"), "-version="); ok {
+		r, err := version.ParseRequest(v)
+		if err != nil {
+			return false, fmt.Errorf("--version=%w", err)
+		}
+		req = r
+	} else if args[0] != "version" && args[0] != "--version" && args[0] != "-version" {
+		return false, nil
+	}
+	return req.Print(out, "kubectl-gputopo")
 }

@@ -51,7 +51,7 @@ type flags struct {
 	pluginDir, registrarDir, cdiDir, sysRoot     string
 	mock                                         mocknvml.Options
 	probe                                        time.Duration
-	version                                      bool
+	version                                      version.Request
 }
 
 func parse(args []string) (flags, error) {
@@ -69,7 +69,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&f.sysRoot, "sysfs-root", "/", "root under which /sys is found, for PCIe roots")
 	fs.DurationVar(&f.probe, "health-probe-interval", 5*time.Second, "how often GPUs are probed")
-	fs.BoolVar(&f.version, "version", false, "print the version and quit")
+	fs.Var(&f.version, "version", "print the version and quit (raw: with the build information)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -78,7 +78,7 @@ func parse(args []string) (flags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q: flags take the form --name=value", fs.Arg(0))
 	}
-	if f.version {
+	if f.version != "" {
 		return f, nil
 	}
 	if f.nodeName == "" {
@@ -102,8 +102,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.version {
-		_, err := fmt.Fprintln(stdout, version.Line("gputopo-nodeagent"))
+	if printed, err := f.version.Print(stdout, "gputopo-nodeagent"); printed {
 		return err
 	}
 	cfg, err := config.Load(f.configPath)

@@ -83,4 +83,19 @@ func TestVersion(t *testing.T) {
 			t.Errorf("run %v printed %q, want one line starting %q", args, got, want)
 		}
 	}
+	b.Reset()
+	if err := run(context.Background(), []string{"--version=raw"}); err != nil {
+		t.Errorf("run --version=raw: %v", err)
+	}
+	if got := b.String(); !strings.HasPrefix(got, "gputopo-nodeagent ") || !strings.Contains(got, "\tCGO_ENABLED=") {
+		t.Errorf("--version=raw printed %q, want the line and the build settings", got)
+	}
+	// --version=false asks for nothing: the agent starts and wants its node.
+	b.Reset()
+	if err := run(context.Background(), []string{"--version=false"}); err == nil || !strings.Contains(err.Error(), "--node-name") || b.Len() > 0 {
+		t.Errorf("run --version=false: printed %q, error %v; want the missing --node-name", b.String(), err)
+	}
+	if err := run(context.Background(), []string{"--version=yes"}); err == nil || !strings.Contains(err.Error(), "want true, false or raw") {
+		t.Errorf("run --version=yes: %v, want the values named", err)
+	}
 }

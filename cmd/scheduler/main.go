@@ -11,11 +11,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,8 +33,8 @@ import (
 const program = "gputopo-scheduler"
 
 func main() {
-	if printVersion(os.Stdout, versionRequest(os.Args[1:])) {
-		os.Exit(0)
+	if printed, _ := versionRequest(os.Args[1:]).Print(os.Stdout, program); printed {
+		os.Exit(0) // stdout gone: nothing to tell
 	}
 	cmd := app.NewSchedulerCommand(registry.SchedulerOptions()...)
 	cmd.Use = program // usage and errors name this binary, not kube-scheduler
@@ -90,41 +88,19 @@ func checkConfigFile(path string) error {
 // kube-scheduler's own --version (component-base's verflag) would print
 // the Kubernetes library's version, unstamped in gputopo's builds; the
 // arguments are read here, before the cobra command parses them.
-func versionRequest(args []string) string {
-	req := ""
+func versionRequest(args []string) version.Request {
+	var req version.Request
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if a == "--version" {
-			req = "true"
+			req = version.RequestLine
 			continue
 		}
-		v, ok := strings.CutPrefix(a, "--version=")
-		if !ok {
-			continue
-		}
-		switch b, err := strconv.ParseBool(v); {
-		case v == "raw":
-			req = "raw"
-		case err == nil && b:
-			req = "true"
-		default:
-			req = ""
+		if v, ok := strings.CutPrefix(a, "--version="); ok {
+			req, _ = version.ParseRequest(v) // kube-scheduler's vX.Y.Z: ""
 		}
 	}
 	return req
-}
-
-// printVersion prints what req asks for and reports whether it printed.
-func printVersion(w io.Writer, req string) bool {
-	switch req {
-	case "true":
-		_, _ = fmt.Fprintln(w, version.Line(program)) // stdout gone: nothing to tell
-	case "raw":
-		_, _ = fmt.Fprint(w, version.Raw(program))
-	default:
-		return false
-	}
-	return true
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -14,7 +12,7 @@ import (
 func TestVersionRequest(t *testing.T) {
 	tests := []struct {
 		args []string
-		want string
+		want version.Request
 	}{
 		{nil, ""},
 		{[]string{"--config=/etc/kubernetes/scheduler.yaml", "-v=4"}, ""},
@@ -34,24 +32,6 @@ func TestVersionRequest(t *testing.T) {
 		if got := versionRequest(tc.args); got != tc.want {
 			t.Errorf("versionRequest(%q) = %q, want %q", tc.args, got, tc.want)
 		}
-	}
-}
-
-func TestPrintVersion(t *testing.T) {
-	var b bytes.Buffer
-	if !printVersion(&b, "true") {
-		t.Fatal("--version printed nothing")
-	}
-	if got, want := b.String(), "gputopo-scheduler "+version.Get()+" ("+runtime.Version(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 {
-		t.Errorf("--version printed %q, want one line starting %q", got, want)
-	}
-	b.Reset()
-	if !printVersion(&b, "raw") || !strings.HasPrefix(b.String(), "gputopo-scheduler ") || !strings.Contains(b.String(), "\ndep\t") {
-		t.Errorf("--version=raw printed %q, want the line and the build information", b.String())
-	}
-	b.Reset()
-	if printVersion(&b, "") || b.Len() != 0 {
-		t.Errorf("no --version printed %q", b.String())
 	}
 }
 
