@@ -2,6 +2,7 @@ package charts
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,33 +50,79 @@ var equivalents = []struct {
 func TestChartEqualsKustomize(t *testing.T) {
 	for _, tc := range equivalents {
 		t.Run(tc.name, func(t *testing.T) {
-			values := parseValues(t, tc.values)
-			ms, err := Render("gputopo", "gputopo-system", values)
-			if err != nil {
-				t.Fatalf("helm template: %v", err)
-			}
-			chart := objectsOf(t, "chart", ms)
 			kustomized := map[string]map[string]any{}
 			for _, dir := range tc.dirs {
-				for key, obj := range kustomize(t, dir) {
+				for key, obj := range kustomize(t, filepath.Join("..", "manifests", dir)) {
 					kustomized[key] = obj
 				}
 			}
-			for _, key := range sortedKeys(kustomized, chart) {
-				want, inKustomize := kustomized[key]
-				got, inChart := chart[key]
-				switch {
-				case !inChart:
-					t.Errorf("%s: in manifests/%s, not in the chart", key, strings.Join(tc.dirs, ", manifests/"))
-				case !inKustomize:
-					t.Errorf("%s: in the chart, not in manifests/%s", key, strings.Join(tc.dirs, ", manifests/"))
-				default:
-					if diff := cmp.Diff(want, got); diff != "" {
-						t.Errorf("%s differs (-kustomize +chart):\n%s", key, diff)
-					}
-				}
-			}
+			compareWithChart(t, tc.values, kustomized, "manifests/"+strings.Join(tc.dirs, ", manifests/"))
 		})
+	}
+}
+
+// The MIG rule with the clique label has no overlay of its own: a user
+// combines the two as docs/install.md says, in a directory of their own,
+// since kustomize loads patches only from within it.
+func TestChartEqualsKustomizeMIGWithCliqueLabel(t *testing.T) {
+	dir := t.TempDir()
+	mig := filepath.Join("..", "manifests", "nodeagent-mig")
+	for _, f := range []string{"daemonset.yaml", "configmap.yaml"} {
+		b, err := os.ReadFile(filepath.Join(mig, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "configmap.yaml" {
+			b = append(b, "    cliqueLabel: true\n"...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Relative, as kustomize takes no absolute base.
+	abs, err := filepath.Abs(filepath.Join("..", "manifests", "nodeagent-clique-label"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := "resources: [" + base + "]\npatches: [{path: daemonset.yaml}, {path: configmap.yaml}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kustomized := kustomize(t, filepath.Join("..", "manifests", "scheduler"))
+	for _, d := range []string{dir, filepath.Join("..", "manifests", "kubectl")} {
+		for key, obj := range kustomize(t, d) {
+			kustomized[key] = obj
+		}
+	}
+	compareWithChart(t, "nodeAgent: {cliqueLabel: true, config: {gpus: [{product: A100, mode: mig}]}}", kustomized, "manifests/scheduler, the user's kustomization, manifests/kubectl")
+}
+
+// compareWithChart renders the chart with values and wants the kustomized
+// objects (from source), object for object.
+func compareWithChart(t *testing.T, values string, kustomized map[string]map[string]any, source string) {
+	t.Helper()
+	ms, err := Render("gputopo", "gputopo-system", parseValues(t, values))
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	chart := objectsOf(t, "chart", ms)
+	for _, key := range sortedKeys(kustomized, chart) {
+		want, inKustomize := kustomized[key]
+		got, inChart := chart[key]
+		switch {
+		case !inChart:
+			t.Errorf("%s: in %s, not in the chart", key, source)
+		case !inKustomize:
+			t.Errorf("%s: in the chart, not in %s", key, source)
+		default:
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s differs (-kustomize +chart):\n%s", key, diff)
+			}
+		}
 	}
 }
 
@@ -97,16 +144,16 @@ func objectsOf(t *testing.T, source string, ms []Manifest) map[string]map[string
 	return out
 }
 
-// kustomize builds manifests/dir as `kubectl apply -k` does.
+// kustomize builds dir as `kubectl apply -k` does.
 func kustomize(t *testing.T, dir string) map[string]map[string]any {
 	t.Helper()
-	abs, err := filepath.Abs(filepath.Join("..", "manifests", dir))
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
 	if err != nil {
-		t.Fatalf("kustomize build manifests/%s: %v", dir, err)
+		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	out := map[string]map[string]any{}
 	for _, r := range res.Resources() {
@@ -119,7 +166,7 @@ func kustomize(t *testing.T, dir string) map[string]map[string]any {
 		if err := yaml.Unmarshal(raw, &obj); err != nil {
 			t.Fatal(err)
 		}
-		add(t, out, normalize(obj), "manifests/"+dir)
+		add(t, out, normalize(obj), dir)
 	}
 	return out
 }
