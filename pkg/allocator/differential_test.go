@@ -141,17 +141,24 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 	}
 	counts := map[outcome]int{}
 	var kinds, kindFailures [numEdgeKinds]int
+	var varied, variedFailures [numVariations]int
 	failures := 0
 	for seed := range uint64(cases) {
 		p := newProblem(seed)
 		_, out, _ := upstreamAllocate(p)
 		counts[out]++
 		kinds[p.kind]++
+		for _, v := range p.variations {
+			varied[v]++
+		}
 		if err := checkAgainstUpstream(p); err != nil {
 			failures++
 			kindFailures[p.kind]++
+			for _, v := range p.variations {
+				variedFailures[v]++
+			}
 			if failures <= 5 {
-				t.Errorf("seed %d (%s): %v", seed, p.kind, err)
+				t.Errorf("seed %d (%s, varied %v): %v", seed, p.kind, p.variations, err)
 			}
 		}
 	}
@@ -159,6 +166,9 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 	t.Logf("%d checks where upstream's stable allocator changed its answer between runs", orderDependent.Load())
 	for k := range numEdgeKinds {
 		t.Logf("%-22s %5d problems, %d disagree", k, kinds[k], kindFailures[k])
+	}
+	for v := range numVariations {
+		t.Logf("varied %-23s %5d problems, %d disagree", v, varied[v], variedFailures[v])
 	}
 	if failures > 0 {
 		t.Fatalf("%d of %d problems disagree", failures, cases)
@@ -173,6 +183,13 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 	for k := edgeCompatibilityGroups; k < numEdgeKinds; k++ {
 		if float64(kinds[k]) < 0.8*edgeShare*float64(cases) {
 			t.Errorf("only %d problems of edge kind %s, want about %.0f", kinds[k], k, edgeShare*float64(cases))
+		}
+	}
+	// A variation that applies rarely (a pool with one slice cannot move
+	// half of itself) is still wanted in a third of its draws.
+	for v := range numVariations {
+		if float64(varied[v]) < 0.3*variationShare*float64(cases) {
+			t.Errorf("only %d problems with variation %s, want about %.0f", varied[v], v, variationShare*float64(cases))
 		}
 	}
 }

@@ -26,6 +26,8 @@ type problem struct {
 	// kind is the edge kind the problem was made to contain, if any
 	// (gen_edges_test.go).
 	kind edgeKind
+	// variations applied to it (gen_variations_test.go).
+	variations []variation
 }
 
 // classList implements DeviceClassLister over a slice.
@@ -110,6 +112,7 @@ func newProblem(seed uint64) *problem {
 		p.claims = append(p.claims, g.claim(ci, p.classes))
 	}
 	g.edgeClaims(p.claims)
+	g.vary(p)
 	return p
 }
 

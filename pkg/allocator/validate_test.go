@@ -227,7 +227,7 @@ func checkGroups(claim *resourceapi.ResourceClaim, perGroup map[string][]resourc
 				}
 			}
 			for _, s := range r.FirstAvailable {
-				if r.Name+"/"+s.Name == alt && int64(len(got)) != s.Count {
+				if r.Name+"/"+s.Name == alt && s.AllocationMode != resourceapi.DeviceAllocationModeAll && int64(len(got)) != s.Count {
 					return fmt.Errorf("claim %s, request %s: %d devices, want %d", claim.Name, alt, len(got), s.Count)
 				}
 			}
@@ -365,60 +365,67 @@ type visPool struct {
 	slices   []*resourceapi.ResourceSlice // all slices of the generation
 }
 
+// newVisibility follows upstream's choice of a pool's slices for a node:
+// the newest generation among the slices that select the node; if those
+// alone are not the whole pool, every slice of that generation, unless a
+// newer generation exists elsewhere (the pool is being replaced and is
+// ignored). So an older generation that alone selects the node is used.
 func newVisibility(p *problem) *visibility {
 	v := &visibility{devices: map[structured.DeviceID]visDevice{}, pools: map[string]*visPool{}}
-	newest := map[string]int64{}
+	var counted []*resourceapi.ResourceSlice
 	for _, s := range p.slices {
-		k := s.Spec.Driver + "/" + s.Spec.Pool.Name
-		if s.Spec.Pool.Generation > newest[k] {
-			newest[k] = s.Spec.Pool.Generation
-		}
-	}
-	for _, s := range p.slices {
-		k := s.Spec.Driver + "/" + s.Spec.Pool.Name
-		if s.Spec.Pool.Generation != newest[k] {
-			continue
-		}
 		if !p.features.CompatibilityGroups && usesCompatibilityGroups(s) {
-			// Ignored, so the pool is incomplete if it counts the slice.
-			continue
+			continue // ignored, so the pool is incomplete if it counts the slice
 		}
-		vp := v.pools[k]
-		if vp == nil {
-			vp = &visPool{counters: map[string]map[string]resource.Quantity{}}
-			v.pools[k] = vp
-		}
-		vp.slices = append(vp.slices, s)
-		for _, cs := range s.Spec.SharedCounters {
-			m := map[string]resource.Quantity{}
-			for n, c := range cs.Counters {
-				m[n] = c.Value
-			}
-			vp.counters[cs.Name] = m
-		}
+		counted = append(counted, s)
 	}
-	for k, vp := range v.pools {
-		if int64(len(vp.slices)) != vp.slices[0].Spec.Pool.ResourceSliceCount {
+	relevant := map[string][]*resourceapi.ResourceSlice{} // newest generation only
+	for _, s := range counted {
+		if !selectsNode(p, s) {
 			continue
+		}
+		k := poolKeyOf(s)
+		if cur := relevant[k]; len(cur) > 0 && cur[0].Spec.Pool.Generation > s.Spec.Pool.Generation {
+			continue
+		} else if len(cur) > 0 && cur[0].Spec.Pool.Generation < s.Spec.Pool.Generation {
+			relevant[k] = nil
+		}
+		relevant[k] = append(relevant[k], s)
+	}
+	for k, rel := range relevant {
+		gen, count := rel[0].Spec.Pool.Generation, rel[0].Spec.Pool.ResourceSliceCount
+		slices := rel
+		if int64(len(rel)) != count {
+			slices = nil
+			obsolete := false
+			for _, s := range counted {
+				if poolKeyOf(s) != k {
+					continue
+				}
+				obsolete = obsolete || s.Spec.Pool.Generation > gen
+				if s.Spec.Pool.Generation == gen {
+					slices = append(slices, s)
+				}
+			}
+			if obsolete || int64(len(slices)) != count {
+				continue
+			}
+		}
+		vp := &visPool{counters: map[string]map[string]resource.Quantity{}, slices: slices}
+		for _, s := range slices {
+			for _, cs := range s.Spec.SharedCounters {
+				m := map[string]resource.Quantity{}
+				for n, c := range cs.Counters {
+					m[n] = c.Value
+				}
+				vp.counters[cs.Name] = m
+			}
 		}
 		if !p.features.PartitionableDevices && len(vp.counters) > 0 {
 			continue
 		}
-		for _, s := range vp.slices {
-			nodeOK := false
-			switch {
-			case s.Spec.NodeName != nil:
-				nodeOK = *s.Spec.NodeName == p.node.Name
-			case ptr.Deref(s.Spec.AllNodes, false):
-				nodeOK = true
-			case s.Spec.NodeSelector != nil:
-				nodeOK, _ = nodeMatches(p.node, "", false, s.Spec.NodeSelector)
-			case ptr.Deref(s.Spec.PerDeviceNodeSelection, false):
-				nodeOK = p.features.PartitionableDevices
-			}
-			if !nodeOK {
-				continue
-			}
+		v.pools[k] = vp
+		for _, s := range rel {
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
@@ -434,6 +441,31 @@ func newVisibility(p *problem) *visibility {
 		}
 	}
 	return v
+}
+
+func poolKeyOf(s *resourceapi.ResourceSlice) string { return s.Spec.Driver + "/" + s.Spec.Pool.Name }
+
+// selectsNode: the slice has devices for the problem's node.
+func selectsNode(p *problem, s *resourceapi.ResourceSlice) bool {
+	switch {
+	case s.Spec.NodeName != nil:
+		return *s.Spec.NodeName == p.node.Name
+	case ptr.Deref(s.Spec.AllNodes, false):
+		return true
+	case s.Spec.NodeSelector != nil:
+		ok, _ := nodeMatches(p.node, "", false, s.Spec.NodeSelector)
+		return ok
+	case ptr.Deref(s.Spec.PerDeviceNodeSelection, false):
+		if !p.features.PartitionableDevices {
+			return false
+		}
+		for _, d := range s.Spec.Devices {
+			if ok, _ := nodeMatches(p.node, ptr.Deref(d.NodeName, ""), ptr.Deref(d.AllNodes, false), d.NodeSelector); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkCounters: in every pool that got new counter consumption, no counter

@@ -1,0 +1,265 @@
+package allocator
+
+import (
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+)
+
+// Variations widen the generated problems where a review of upstream's
+// allocator found branches the base generator could not reach: richer
+// tolerations and taints, several selectors and constraints per request,
+// "All" subrequests, shared devices without capacity, pools whose slices
+// sit on two nodes, and more than a claim's 32 devices. Each applies to a
+// share of problems after the base generator is done, so the problems
+// without one are the same as before; TestDifferentialAgainstUpstream
+// counts them, so that none quietly stops being made.
+type variation int
+
+const (
+	varTolerations variation = iota
+	varSelectors
+	varConstraints
+	varAllSubrequest
+	varSharedWithoutCapacity
+	varPoolOnTwoNodes
+	varOver32Devices
+	numVariations
+)
+
+var variationNames = [numVariations]string{"tolerations", "selectors", "constraints", "all-subrequest",
+	"shared-without-capacity", "pool-on-two-nodes", "over-32-devices"}
+
+func (v variation) String() string { return variationNames[v] }
+
+// variationShare is the chance of each variation per problem.
+const variationShare = 0.08
+
+// vary applies the variations drawn for p and records them.
+func (g *gen) vary(p *problem) {
+	apply := [numVariations]func(*problem) bool{
+		g.varyTolerations, g.varySelectors, g.varyConstraints, g.varyAllSubrequest,
+		g.varySharedWithoutCapacity, g.varyPoolOnTwoNodes, g.varyOver32Devices,
+	}
+	for v := range numVariations {
+		if g.chance(variationShare) && apply[v](p) {
+			p.variations = append(p.variations, v)
+		}
+	}
+}
+
+// requestsOf lists every request and subrequest of the claims, as the
+// parts a variation may change.
+type requestPart struct {
+	selectors   *[]resourceapi.DeviceSelector
+	tolerations *[]resourceapi.DeviceToleration
+}
+
+func requestsOf(claims []*resourceapi.ResourceClaim) []requestPart {
+	var out []requestPart
+	for _, c := range claims {
+		for i := range c.Spec.Devices.Requests {
+			r := &c.Spec.Devices.Requests[i]
+			if r.Exactly != nil {
+				out = append(out, requestPart{&r.Exactly.Selectors, &r.Exactly.Tolerations})
+			}
+			for j := range r.FirstAvailable {
+				s := &r.FirstAvailable[j]
+				out = append(out, requestPart{&s.Selectors, &s.Tolerations})
+			}
+		}
+	}
+	return out
+}
+
+// varyTolerations: Equal tolerations with matching and other values, an
+// empty key tolerating every taint, tolerations limited to one effect,
+// and devices with two taints of which a request may tolerate one.
+func (g *gen) varyTolerations(p *problem) bool {
+	tolerations := []resourceapi.DeviceToleration{
+		{Key: "broken", Operator: resourceapi.DeviceTolerationOpEqual, Value: "x"},
+		{Key: "maint", Operator: resourceapi.DeviceTolerationOpEqual, Value: "y"},
+		{Operator: resourceapi.DeviceTolerationOpExists},
+		{Key: "maint", Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoSchedule},
+		{Key: "broken", Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute},
+	}
+	for _, r := range requestsOf(p.claims) {
+		if g.chance(0.5) {
+			*r.tolerations = []resourceapi.DeviceToleration{oneOf(g, tolerations...)}
+		}
+	}
+	for _, d := range g.devices {
+		if len(d.dev.Taints) > 0 && g.chance(0.5) {
+			d.dev.Taints = append(d.dev.Taints, resourceapi.DeviceTaint{Key: "maint", Value: oneOf(g, "x", "y"),
+				Effect: oneOf(g, resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute)})
+		}
+	}
+	return true
+}
+
+// varySelectors gives requests several selectors: one that is false on
+// GPUs before one that errors on them (upstream never evaluates the
+// second there), one that errors on NICs after one that is true on them,
+// and, rarely, one that does not compile.
+func (g *gen) varySelectors(p *problem) bool {
+	sets := [][]resourceapi.DeviceSelector{
+		{celSel(`device.driver == "nic.example.com"`), celSel(`device.attributes["nic.example.com"].model != ""`)},
+		{celSel(`device.driver == "gpu.example.com"`), celSel(`device.attributes["gpu.example.com"].mem >= 40`)},
+		{celSel(`"model" in device.attributes[device.driver]`), celSel(`device.attributes[device.driver].model != "l4"`), celSel(`device.driver != ""`)},
+		{celSel(`device.attributes["gpu.example.com"].mem >= 40`), celSel(`device.driver == "gpu.example.com"`)},
+	}
+	changed := false
+	for _, r := range requestsOf(p.claims) {
+		if !g.chance(0.5) {
+			continue
+		}
+		*r.selectors = append(*r.selectors, oneOf(g, sets...)...)
+		if g.chance(0.05) {
+			*r.selectors = append(*r.selectors, celSel(`device.attributes[`))
+		}
+		changed = true
+	}
+	return changed
+}
+
+// varyConstraints adds constraints: a second one on a claim (whose failure
+// must undo the first's choice), and ones naming two of its requests.
+func (g *gen) varyConstraints(p *problem) bool {
+	attrs := []string{"gpu.example.com/model", "gpu.example.com/mem", "nic.example.com/model", "resource.kubernetes.io/pcieRoot"}
+	changed := false
+	for _, c := range p.claims {
+		if !g.chance(0.6) {
+			continue
+		}
+		var names []string
+		for _, r := range c.Spec.Devices.Requests {
+			names = append(names, r.Name)
+		}
+		for range 1 + g.n(2) {
+			con := resourceapi.DeviceConstraint{}
+			attr := ptr.To(resourceapi.FullyQualifiedName(oneOf(g, attrs...)))
+			if g.chance(0.5) {
+				con.MatchAttribute = attr
+			} else {
+				con.DistinctAttribute = attr
+			}
+			if len(names) > 1 && g.chance(0.6) {
+				i := g.n(len(names))
+				con.Requests = []string{names[i], names[(i+1)%len(names)]}
+			}
+			c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, con)
+		}
+		changed = true
+	}
+	return changed
+}
+
+// varyAllSubrequest makes a firstAvailable alternative take all matching
+// devices.
+func (g *gen) varyAllSubrequest(p *problem) bool {
+	changed := false
+	for _, c := range p.claims {
+		for i := range c.Spec.Devices.Requests {
+			subs := c.Spec.Devices.Requests[i].FirstAvailable
+			if len(subs) == 0 {
+				continue
+			}
+			s := &subs[g.n(len(subs))]
+			s.AllocationMode, s.Count = resourceapi.DeviceAllocationModeAll, 0
+			changed = true
+		}
+	}
+	return changed
+}
+
+// varySharedWithoutCapacity drops the capacity of shared devices, and of
+// the ledger's entries for them, which then hold share IDs only.
+func (g *gen) varySharedWithoutCapacity(p *problem) bool {
+	changed := false
+	for _, d := range g.devices {
+		if !ptr.Deref(d.dev.AllowMultipleAllocations, false) || !g.chance(0.6) {
+			continue
+		}
+		d.dev.Capacity = nil
+		id := structured.MakeDeviceID(d.driver, d.pool, d.dev.Name)
+		delete(p.state.AggregatedCapacity, id)
+		changed = true
+	}
+	return changed
+}
+
+// varyPoolOnTwoNodes moves one slice of a pool with several to the other
+// node: the pool is complete only counting both, and a partitionable
+// pool's counters are shared across them.
+func (g *gen) varyPoolOnTwoNodes(p *problem) bool {
+	slicesOf := map[string][]*resourceapi.ResourceSlice{}
+	var pools []string
+	for _, s := range p.slices {
+		if s.Spec.NodeName == nil {
+			continue
+		}
+		key := s.Spec.Driver + "/" + s.Spec.Pool.Name
+		if slicesOf[key] == nil {
+			pools = append(pools, key)
+		}
+		slicesOf[key] = append(slicesOf[key], s)
+	}
+	for _, key := range pools {
+		ss := slicesOf[key]
+		if len(ss) < 2 || !g.chance(0.5) {
+			continue
+		}
+		s := ss[g.n(len(ss))]
+		if *s.Spec.NodeName == "node-0" {
+			s.Spec.NodeName = ptr.To("node-1")
+		} else {
+			s.Spec.NodeName = ptr.To("node-0")
+		}
+		return true
+	}
+	return false
+}
+
+// varyOver32Devices adds a pool of 33-40 devices on the node and makes
+// the first claim the only one, asking for all of them in one request
+// (more than a claim may hold), or for many in two requests, of which the
+// second's first alternative would take the claim past 32 devices and its
+// second would not. The claim stands alone, without constraints, so that
+// no other claim's failure makes upstream try every way of choosing many
+// of 40 devices.
+func (g *gen) varyOver32Devices(p *problem) bool {
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "big-s0"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: drvGPU, Pool: resourceapi.ResourcePool{Name: "big", Generation: 1, ResourceSliceCount: 1},
+			NodeName: ptr.To("node-0"),
+		},
+	}
+	for di := range 33 + g.n(8) {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("big-%d", di), Attributes: g.attrs(false)})
+	}
+	p.slices = append(p.slices, s)
+	c := p.claims[0]
+	p.claims = p.claims[:1]
+	c.Spec.Devices.Constraints, c.Spec.Devices.Config = nil, nil
+	exact := func(count int) *resourceapi.ExactDeviceRequest {
+		return &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(count)}
+	}
+	if g.chance(0.5) {
+		all := exact(0)
+		all.DeviceClassName, all.AllocationMode = oneOf(g, "gpu", "any"), resourceapi.DeviceAllocationModeAll
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "all", Exactly: all}}
+		return true
+	}
+	sub := func(name string, count int) resourceapi.DeviceSubRequest {
+		return resourceapi.DeviceSubRequest{Name: name, DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(count)}
+	}
+	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{
+		{Name: "many", Exactly: exact(10 + g.n(8))},
+		{Name: "more", FirstAvailable: []resourceapi.DeviceSubRequest{sub("big", 17+g.n(4)), sub("small", 3+g.n(3))}},
+	}
+	return true
+}
