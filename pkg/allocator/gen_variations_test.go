@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +15,8 @@ import (
 // allocator found branches the base generator could not reach: richer
 // tolerations and taints, several selectors and constraints per request,
 // "All" subrequests, shared devices without capacity, pools whose slices
-// sit on two nodes, and more than a claim's 32 devices. Each applies to a
+// sit on two nodes, more than a claim's 32 devices, and attributes that
+// identify each device (the engine's twins leave them out). Each applies to a
 // share of problems after the base generator is done, so the problems
 // without one are the same as before; TestDifferentialAgainstUpstream
 // counts them, so that none quietly stops being made.
@@ -27,11 +30,12 @@ const (
 	varSharedWithoutCapacity
 	varPoolOnTwoNodes
 	varOver32Devices
+	varIdentities
 	numVariations
 )
 
 var variationNames = [numVariations]string{"tolerations", "selectors", "constraints", "all-subrequest",
-	"shared-without-capacity", "pool-on-two-nodes", "over-32-devices"}
+	"shared-without-capacity", "pool-on-two-nodes", "over-32-devices", "identities"}
 
 func (v variation) String() string { return variationNames[v] }
 
@@ -42,7 +46,7 @@ const variationShare = 0.08
 func (g *gen) vary(p *problem) {
 	apply := [numVariations]func(*problem) bool{
 		g.varyTolerations, g.varySelectors, g.varyConstraints, g.varyAllSubrequest,
-		g.varySharedWithoutCapacity, g.varyPoolOnTwoNodes, g.varyOver32Devices,
+		g.varySharedWithoutCapacity, g.varyPoolOnTwoNodes, g.varyOver32Devices, g.varyIdentities,
 	}
 	for v := range numVariations {
 		if g.chance(variationShare) && apply[v](p) {
@@ -260,6 +264,63 @@ func (g *gen) varyOver32Devices(p *problem) bool {
 	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{
 		{Name: "many", Exactly: exact(10 + g.n(8))},
 		{Name: "more", FirstAvailable: []resourceapi.DeviceSubRequest{sub("big", 17+g.n(4)), sub("small", 3+g.n(3))}},
+	}
+	return true
+}
+
+// varyIdentities gives every device a uuid, and often an index, that no
+// other device of its pool has, as NVIDIA's GPUs have: the engine's twin
+// classes leave such attributes out (twins.go), so that devices alike
+// but for them are tried once per position. Selectors and constraints
+// then read them: a selector that takes every other index, matchAttribute
+// (one device per constraint) and distinctAttribute (always met) on them,
+// and on attributes twins share, so that the search backtracks over them.
+func (g *gen) varyIdentities(p *problem) bool {
+	// Alike but for identity, as the GPUs of one board are.
+	for _, sl := range p.slices {
+		if len(sl.Spec.Devices) < 2 || !g.chance(0.7) {
+			continue
+		}
+		first := sl.Spec.Devices[0]
+		for i := range sl.Spec.Devices[1:] {
+			d := &sl.Spec.Devices[i+1]
+			d.Attributes = maps.Clone(first.Attributes)
+			d.Capacity = maps.Clone(first.Capacity)
+			d.Taints = slices.Clone(first.Taints)
+		}
+	}
+	withIndex := g.chance(0.5)
+	var index int64 // unique on the node, as NVML's
+	for _, d := range g.devices {
+		if d.dev.Attributes == nil {
+			d.dev.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+		}
+		d.dev.Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("GPU-%s-%s-%s", d.driver, d.pool, d.dev.Name))}
+		if withIndex {
+			d.dev.Attributes["index"] = resourceapi.DeviceAttribute{IntValue: ptr.To(index)}
+			index++
+		}
+	}
+	for _, r := range requestsOf(p.claims) {
+		if withIndex && g.chance(0.3) {
+			*r.selectors = append(*r.selectors, celSel(`device.attributes[device.driver].?index.orValue(0) % 2 == 0`))
+		}
+	}
+	for _, c := range p.claims {
+		if !g.chance(0.4) {
+			continue
+		}
+		// Identities, and attributes twins share, which make the search
+		// go back over twins it tried.
+		attr := ptr.To(resourceapi.FullyQualifiedName(oneOf(g, "gpu.example.com/uuid", "gpu.example.com/index", "nic.example.com/uuid",
+			"gpu.example.com/model", "gpu.example.com/mem")))
+		con := resourceapi.DeviceConstraint{}
+		if g.chance(0.5) {
+			con.MatchAttribute = attr
+		} else {
+			con.DistinctAttribute = attr
+		}
+		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, con)
 	}
 	return true
 }
