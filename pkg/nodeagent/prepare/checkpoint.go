@@ -98,6 +98,12 @@ func (id GIIdentity) is(info nvml.GpuInstanceInfo) bool {
 // ID is how NVIDIA's container toolkit names a MIG device.
 func (m MIGInstance) ID() string { return fmt.Sprintf("MIG-%s/%d/%d", m.ParentUUID, m.GI, m.CI) }
 
+// samePlacement: o is an instance of the same profile at the same place
+// on the same GPU.
+func (m MIGInstance) samePlacement(o MIGInstance) bool {
+	return m.ParentUUID == o.ParentUUID && m.ProfileID == o.ProfileID && m.CIProfile == o.CIProfile && m.Start == o.Start
+}
+
 type checkpointFile struct {
 	Version  int              `json:"version"`
 	Checksum string           `json:"checksum"`

@@ -296,14 +296,22 @@ func overlap(a, b resources.Device) bool {
 }
 
 // resume keeps what an interrupted prepare of the same claim recorded
-// about MIG instances it had begun to create.
+// about MIG instances it had begun to create. A record of an instance that
+// does not exist (forgotten after a reboot) is kept only while it names
+// the instance the plan wants: device names follow NVML's enumeration
+// index, so after a reboot without one GPU the same name can be another
+// GPU, and the instance belongs on the GPU the scheduler counted.
 func resume(c, old Claim) Claim {
 	for i := range c.Devices {
 		for _, od := range old.Devices {
-			if od.Device == c.Devices[i].Device && od.MIG != nil {
-				m := *od.MIG
-				c.Devices[i].MIG = &m
+			if od.Device != c.Devices[i].Device || od.MIG == nil {
+				continue
 			}
+			if plan := c.Devices[i].MIG; !od.MIG.Created && !od.MIG.Creating && plan != nil && !plan.samePlacement(*od.MIG) {
+				continue
+			}
+			m := *od.MIG
+			c.Devices[i].MIG = &m
 		}
 	}
 	return c

@@ -489,3 +489,40 @@ func TestPrepareAgainAfterReboot(t *testing.T) {
 		t.Errorf("unprepare: %v, %d instances left", err, n.gpuInstances(0))
 	}
 }
+
+// After a reboot where GPU 1 no longer enumerates, the GPU that was index
+// 2 is gpu-1: a MIG claim on gpu-1 prepared again gets its instance on
+// the GPU now named so, the one the scheduler counts it on, not on the
+// GPU its old record names.
+func TestPrepareAgainAfterRebootRenamedGPU(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	a := claim("a").device("gpu-1-mig-3g40gb-4").obj()
+	if _, err := n.p.Prepare(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// The reboot, GPU 1 lost: index 1 now answers with GPU 2's identity.
+	destroy(t, n.instanceAt(t, 1, 4))
+	gpu1, gpu2 := n.lib.Devices[1].(*server.Device), n.lib.Devices[2].(*server.Device)
+	gpu1.UUID, gpu2.UUID = gpu2.UUID, gpu1.UUID
+	gpus, err := discovery.Discover(n.lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DefaultMode = config.MIG
+	if n.layout, err = resources.NewLayout("n1", gpus, cfg); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t)
+	if _, err := n.p.Prepare(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if n.instanceAt(t, 1, 4) == nil || n.gpuInstances(2) != 0 {
+		t.Errorf("instances after preparing again: %d on index 1 (gpu-1), %d on index 2; want the claim's on gpu-1", n.gpuInstances(1), n.gpuInstances(2))
+	}
+	c, _ := claimByUID(n.p.Claims(), "uid-a")
+	if m := c.Devices[0].MIG; m == nil || m.ParentUUID != gpu1.UUID || !m.Created {
+		t.Errorf("checkpoint names %+v, want the instance on %s", m, gpu1.UUID)
+	}
+}
