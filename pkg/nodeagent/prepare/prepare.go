@@ -172,6 +172,9 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 	if err := p.checkConfig(c, claim.Status.Allocation.Devices.Config); err != nil {
 		return c, err
 	}
+	if err := p.checkShares(c); err != nil {
+		return c, err
+	}
 	p.assignCDIDevices(&c, claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true")
 	return c, nil
 }

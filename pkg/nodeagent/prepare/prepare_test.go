@@ -526,3 +526,31 @@ func TestPrepareAgainAfterRebootRenamedGPU(t *testing.T) {
 		t.Errorf("checkpoint names %+v, want the instance on %s", m, gpu1.UUID)
 	}
 }
+
+// Shares prepared on one GPU never add up past its memory: the last line
+// of defense when the scheduler's ledger was wrong.
+func TestSharesBeyondTheGPUAreRefused(t *testing.T) {
+	n := newNode(t, config.Shared)
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if _, err := n.p.Prepare(ctx, claim(name).share("gpu-0", "40Gi").obj()); err != nil {
+			t.Fatalf("share %s: %v", name, err)
+		}
+	}
+	_, err := n.p.Prepare(ctx, claim("c").share("gpu-0", "8Gi").obj())
+	if !errors.Is(err, prepare.ErrConflict) || !strings.Contains(err.Error(), "device gpu-0 of claim ns/c") {
+		t.Fatalf("a third share past the GPU's memory: %v, want a conflict naming it", err)
+	}
+	if _, ok := claimByUID(n.p.Claims(), "uid-c"); ok {
+		t.Error("the refused claim is in the checkpoint")
+	}
+	if _, err := n.p.Prepare(ctx, claim("d").share("gpu-1", "8Gi").obj()); err != nil {
+		t.Errorf("a share of another GPU: %v", err)
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.p.Prepare(ctx, claim("c").share("gpu-0", "8Gi").obj()); err != nil {
+		t.Errorf("the share once another left: %v", err)
+	}
+}
