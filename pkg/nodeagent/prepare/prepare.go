@@ -106,6 +106,17 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	uid := string(claim.UID)
+	if c, ok := p.claims[uid]; ok && claim.Status.Allocation != nil && !p.sameDevices(c, claim) {
+		// Allocated anew since: the claim was deallocated (no pod held
+		// it any more) before the kubelet unprepared it, and the kubelet
+		// asks again after a restart or a failed prepare. What was
+		// prepared for the old allocation goes, so that no pod gets
+		// devices the scheduler counts as free and no instance is left.
+		klog.FromContext(ctx).Info("Claim allocated other devices since it was prepared: undoing the old preparation", "claim", claimRef(c))
+		if err := p.unprepare(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	if c, ok := p.claims[uid]; ok && c.Prepared {
 		if !p.forgetGoneInstances(ctx, c) {
 			if err := p.writeSpec(c); err != nil {
@@ -347,6 +358,11 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 		// removed to recover from corruption goes now.
 		return p.removeSpec(string(uid))
 	}
+	return p.unprepare(ctx, c)
+}
+
+// unprepare undoes the preparation of c, which the checkpoint holds.
+func (p *Preparer) unprepare(ctx context.Context, c Claim) error {
 	c.Prepared = false
 	if err := p.save(c); err != nil {
 		return err

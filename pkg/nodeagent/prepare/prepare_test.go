@@ -554,3 +554,32 @@ func TestSharesBeyondTheGPUAreRefused(t *testing.T) {
 		t.Errorf("the share once another left: %v", err)
 	}
 }
+
+// A claim deallocated before the kubelet unprepared it and allocated other
+// devices is asked for again (after a kubelet restart, say): the old
+// preparation goes, instance and all, and the new devices are prepared;
+// the old device is then free for another claim.
+func TestPrepareAClaimAllocatedAnew(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-0-mig-3g40gb-4").obj()); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := n.p.Prepare(ctx, claim("a").device("gpu-1-mig-3g40gb-0").obj())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 1 || devs[0].DeviceName != "gpu-1-mig-3g40gb-0" {
+		t.Errorf("devices %+v, want the new allocation's", devs)
+	}
+	if n.gpuInstances(0) != 0 || n.instanceAt(t, 1, 0) == nil {
+		t.Errorf("instances: %d on GPU 0, want the old one gone and the new one on GPU 1", n.gpuInstances(0))
+	}
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-0-mig-3g40gb-4").obj()); err != nil {
+		t.Errorf("the old device for another claim: %v", err)
+	}
+	specs, _ := filepath.Glob(filepath.Join(n.dir, "cdi", "*"))
+	if len(specs) != 2 {
+		t.Errorf("CDI specs %v, want one per claim", specs)
+	}
+}
