@@ -9,8 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/testutil"
@@ -350,6 +352,43 @@ func TestPreBind(t *testing.T) {
 	}
 	if env.pl.draManager.ResourceClaims().GetPendingAllocation(c.UID) != nil {
 		t.Error("claim still in flight after PreBind")
+	}
+}
+
+// A claim written in PreBind leaves the in-flight set at once: when a
+// later claim's write fails, Unreserve must not restore the informer's
+// older copy of the written one, which would show its devices free until
+// the watch delivers the write.
+func TestPreBindPartialWrite(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("first", 1).Obj(), claim("second", 1).Obj()},
+	})
+	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		if u, ok := a.(cgotesting.UpdateAction); ok && a.GetSubresource() == "status" && u.GetObject().(*resourceapi.ResourceClaim).Name == "second" {
+			return true, nil, errors.New("injected: etcd unavailable")
+		}
+		return false, nil, nil
+	})
+	pod := podWithClaims("p", "first", "second")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	wantStatus(t, "PreBind with the second write failing", env.pl.PreBind(env.tCtx, cs, pod, "node-a"), fwk.Error, "injected")
+	first := env.storedClaim("first")
+	if first.Status.Allocation == nil {
+		t.Fatal("the first claim's allocation was not written")
+	}
+	claims := env.pl.draManager.ResourceClaims()
+	if claims.GetPendingAllocation(first.UID) != nil {
+		t.Error("the written claim is still in flight: Unreserve would restore its unallocated copy")
+	}
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	if got, err := claims.Get(ns, "first"); err != nil || got.Status.Allocation == nil {
+		t.Errorf("after Unreserve the scheduler's copy of the written claim is %+v (%v), want its allocation", got, err)
 	}
 }
 

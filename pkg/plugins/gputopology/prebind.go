@@ -71,8 +71,12 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 		return pl.explain(ctx, pod, nodeName, names, res)
 	}
-	// In flight under these UIDs until written.
-	var written []types.UID
+	// A claim is in flight until written; once written, the assume cache
+	// holds its allocation and it leaves the in-flight set at once: if a
+	// later claim's write fails, Unreserve must not restore the informer's
+	// older copy, which would show the written devices free until the
+	// watch delivers the write (and another pod could be given them).
+	written := func(uid types.UID) { pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true) }
 	for i, claim := range s.claims {
 		if pl.reservedFor(pod, claim) {
 			continue
@@ -86,20 +90,16 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 			return fwk.AsStatus(err)
 		}
 		s.claims[i] = updated
-		written = append(written, updated.UID)
+		written(updated.UID)
 	}
 	if ext != nil && res != nil {
 		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
-		written = append(written, ext.claim.UID)
+		written(ext.claim.UID)
 		// Binding conditions are waited for on it as on the others.
 		s.claims = append(s.claims, bound)
-	}
-	// Written: the informer now carries the allocation; no longer in flight.
-	for _, uid := range written {
-		pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true)
 	}
 	if err := pl.waitForBindingConditions(ctx, pod, s); err != nil {
 		return fwk.AsStatus(err)
