@@ -124,7 +124,9 @@ func existingGI(gpu nvml.Device, info *nvml.GpuInstanceProfileInfo, start int) (
 // forgetGoneInstances marks the claim's MIG instances that no longer exist
 // as not created, so that Prepare creates them again, and says whether
 // there was one. A GPU that cannot be read is left for the prepare to
-// report.
+// report, unless the device's name now belongs to another GPU: names
+// follow NVML's enumeration index, so after a reboot without one GPU the
+// recorded GPU may be gone from the node, and its instances with it.
 func (p *Preparer) forgetGoneInstances(ctx context.Context, c Claim) bool {
 	gone := false
 	for _, d := range c.Devices {
@@ -132,17 +134,27 @@ func (p *Preparer) forgetGoneInstances(ctx context.Context, c Claim) bool {
 		if m == nil || !m.Created {
 			continue
 		}
-		gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
-		if ret != nvml.SUCCESS {
+		if !p.instanceGone(ctx, d.Device, m) {
 			continue
 		}
-		if gi, err := recordedGI(ctx, gpu, m); err == nil && gi == nil {
-			klog.FromContext(ctx).Info("MIG instance of a prepared claim is gone (reboot or GPU reset): creating it again", "claim", claimRef(c), "device", d.Device, "gi", m.GI)
-			m.GI, m.CI, m.Created, m.Creating, m.Identity = 0, 0, false, false, nil
-			gone = true
-		}
+		klog.FromContext(ctx).Info("MIG instance of a claim is gone (reboot or GPU reset): creating it again", "claim", claimRef(c), "device", d.Device, "gi", m.GI)
+		m.GI, m.CI, m.Created, m.Creating, m.Identity = 0, 0, false, false, nil
+		gone = true
 	}
 	return gone
+}
+
+// instanceGone reports whether the created instance m of device is known
+// to be gone: not found on its GPU, or its GPU not found while the
+// device's name belongs to another GPU.
+func (p *Preparer) instanceGone(ctx context.Context, device string, m *MIGInstance) bool {
+	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+	if ret != nvml.SUCCESS {
+		dev, known := p.layout.Device(device)
+		return known && dev.GPU.UUID != m.ParentUUID
+	}
+	gi, err := recordedGI(ctx, gpu, m)
+	return err == nil && gi == nil
 }
 
 // instancesGone: NVML answers so when the GPU's MIG instances no longer

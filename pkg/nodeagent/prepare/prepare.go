@@ -107,26 +107,37 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	defer p.mu.Unlock()
 	uid := string(claim.UID)
 	if c, ok := p.claims[uid]; ok && claim.Status.Allocation != nil && !p.sameDevices(c, claim) {
-		// Allocated anew since: the claim was deallocated (no pod held
-		// it any more) before the kubelet unprepared it, and the kubelet
-		// asks again after a restart or a failed prepare. What was
-		// prepared for the old allocation goes, so that no pod gets
-		// devices the scheduler counts as free and no instance is left.
+		// Allocated anew since: the claim was deallocated once its pods
+		// were done (the controller does not wait for the kubelet's
+		// unprepare) and allocated again here, and the kubelet asks
+		// again after a restart or a failed prepare. What was prepared
+		// for the old allocation goes, so that no pod gets devices the
+		// scheduler counts as free and no instance is left. A container
+		// can still run on the old devices only where the kubelet itself
+		// raced (a new pod attached to the old preparation) or a pod was
+		// force-deleted with its containers running; NVML then refuses
+		// to destroy an instance a CUDA process holds, and this prepare
+		// fails until that process ends.
 		klog.FromContext(ctx).Info("Claim allocated other devices since it was prepared: undoing the old preparation", "claim", claimRef(c))
 		if err := p.unprepare(ctx, c); err != nil {
 			return nil, err
 		}
 	}
-	if c, ok := p.claims[uid]; ok && c.Prepared {
-		if !p.forgetGoneInstances(ctx, c) {
+	// Instances gone since they were recorded (a reboot), whether the
+	// prepare finished or was interrupted by a crash, are made again.
+	if c, ok := p.claims[uid]; ok {
+		gone := p.forgetGoneInstances(ctx, c)
+		if c.Prepared && !gone {
 			if err := p.writeSpec(c); err != nil {
 				return nil, err
 			}
 			return p.result(c), nil
 		}
-		c.Prepared = false
-		if err := p.save(c); err != nil {
-			return nil, err
+		if gone {
+			c.Prepared = false
+			if err := p.save(c); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c, err := p.plan(claim)
@@ -310,18 +321,19 @@ func overlap(a, b resources.Device) bool {
 }
 
 // resume keeps what an interrupted prepare of the same claim recorded
-// about MIG instances it had begun to create. A record of an instance that
-// does not exist (forgotten after a reboot) is kept only while it names
-// the instance the plan wants: device names follow NVML's enumeration
-// index, so after a reboot without one GPU the same name can be another
-// GPU, and the instance belongs on the GPU the scheduler counted.
+// about MIG instances it had begun to create. A record of an instance not
+// known to exist (forgotten after a reboot, or being created) is kept only
+// while it names the instance the plan wants: device names follow NVML's
+// enumeration index, so after a reboot without one GPU the same name can
+// be another GPU, and the instance belongs on the GPU the scheduler
+// counted; nothing survives the reboot on the old one to adopt.
 func resume(c, old Claim) Claim {
 	for i := range c.Devices {
 		for _, od := range old.Devices {
 			if od.Device != c.Devices[i].Device || od.MIG == nil {
 				continue
 			}
-			if plan := c.Devices[i].MIG; !od.MIG.Created && !od.MIG.Creating && plan != nil && !plan.samePlacement(*od.MIG) {
+			if plan := c.Devices[i].MIG; !od.MIG.Created && (plan == nil || !plan.samePlacement(*od.MIG)) {
 				continue
 			}
 			m := *od.MIG

@@ -490,40 +490,78 @@ func TestPrepareAgainAfterReboot(t *testing.T) {
 	}
 }
 
-// After a reboot where GPU 1 no longer enumerates, the GPU that was index
-// 2 is gpu-1: a MIG claim on gpu-1 prepared again gets its instance on
-// the GPU now named so, the one the scheduler counts it on, not on the
-// GPU its old record names.
+// After a reboot that renamed GPUs (names follow NVML's enumeration
+// index), a MIG claim on gpu-1 prepared again gets its instance on the
+// GPU now named so, the one the scheduler counts it on, not on the GPU
+// its old record names: whether that GPU is now at another index or gone
+// from the node, and whether the prepare had finished or a crash cut it
+// short after the instance was made.
 func TestPrepareAgainAfterRebootRenamedGPU(t *testing.T) {
-	n := newNode(t, config.MIG)
-	ctx := context.Background()
-	a := claim("a").device("gpu-1-mig-3g40gb-4").obj()
-	if _, err := n.p.Prepare(ctx, a); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name        string
+		interrupted bool
+		reboot      func(lib *mocknvml.Server)
+	}{
+		{name: "GPUs 1 and 2 swapped", reboot: swapGPUs},
+		{name: "GPU 1 gone", reboot: dropGPU1},
+		{name: "GPU 1 gone, prepare interrupted", interrupted: true, reboot: dropGPU1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, config.MIG)
+			ctx := context.Background()
+			a := claim("a").device("gpu-1-mig-3g40gb-4").obj()
+			cdiDir := filepath.Join(n.dir, "cdi")
+			if tc.interrupted {
+				// The spec cannot be written: the instance is made and
+				// recorded, the claim not prepared.
+				if err := os.WriteFile(cdiDir, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := n.p.Prepare(ctx, a); (err != nil) != tc.interrupted {
+				t.Fatalf("first prepare: %v", err)
+			}
+			if err := os.RemoveAll(cdiDir); err != nil {
+				t.Fatal(err)
+			}
+			destroy(t, n.instanceAt(t, 1, 4))
+			tc.reboot(n.lib)
+			gpus, err := discovery.Discover(n.lib, discovery.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Default()
+			cfg.DefaultMode = config.MIG
+			if n.layout, err = resources.NewLayout("n1", gpus, cfg); err != nil {
+				t.Fatal(err)
+			}
+			n.restart(t)
+			if _, err := n.p.Prepare(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			want := n.lib.Devices[1].(*server.Device).UUID
+			if n.instanceAt(t, 1, 4) == nil || n.gpuInstances(2) != 0 {
+				t.Errorf("instances after preparing again: %d on index 1 (gpu-1), %d on index 2; want the claim's on gpu-1", n.gpuInstances(1), n.gpuInstances(2))
+			}
+			c, _ := claimByUID(n.p.Claims(), "uid-a")
+			if m := c.Devices[0].MIG; m == nil || m.ParentUUID != want || !m.Created || !c.Prepared {
+				t.Errorf("checkpoint %+v names %+v, want the prepared instance on %s", c, m, want)
+			}
+		})
 	}
-	// The reboot, GPU 1 lost: index 1 now answers with GPU 2's identity.
-	destroy(t, n.instanceAt(t, 1, 4))
-	gpu1, gpu2 := n.lib.Devices[1].(*server.Device), n.lib.Devices[2].(*server.Device)
+}
+
+// swapGPUs: GPU 1 no longer enumerates first, so GPU 2 takes index 1.
+func swapGPUs(lib *mocknvml.Server) {
+	gpu1, gpu2 := lib.Devices[1].(*server.Device), lib.Devices[2].(*server.Device)
 	gpu1.UUID, gpu2.UUID = gpu2.UUID, gpu1.UUID
-	gpus, err := discovery.Discover(n.lib, discovery.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DefaultMode = config.MIG
-	if n.layout, err = resources.NewLayout("n1", gpus, cfg); err != nil {
-		t.Fatal(err)
-	}
-	n.restart(t)
-	if _, err := n.p.Prepare(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	if n.instanceAt(t, 1, 4) == nil || n.gpuInstances(2) != 0 {
-		t.Errorf("instances after preparing again: %d on index 1 (gpu-1), %d on index 2; want the claim's on gpu-1", n.gpuInstances(1), n.gpuInstances(2))
-	}
-	c, _ := claimByUID(n.p.Claims(), "uid-a")
-	if m := c.Devices[0].MIG; m == nil || m.ParentUUID != gpu1.UUID || !m.Created {
-		t.Errorf("checkpoint names %+v, want the instance on %s", m, gpu1.UUID)
+}
+
+// dropGPU1: GPU 1 is gone, every later GPU one index down.
+func dropGPU1(lib *mocknvml.Server) {
+	lib.Devices = append(lib.Devices[:1], lib.Devices[2:]...)
+	for i, d := range lib.Devices {
+		d.(*server.Device).Index = i
 	}
 }
 
