@@ -211,7 +211,11 @@ func printVersion(args []string, out io.Writer) (bool, error) {
 		return false, nil
 	}
 	req := version.RequestLine
-	if v, ok := strings.CutPrefix(strings.TrimPrefix(args[0], "-"), "-version="); ok {
+	v, ok := strings.CutPrefix(args[0], "--version=")
+	if !ok {
+		v, ok = strings.CutPrefix(args[0], "-version=")
+	}
+	if ok {
 		r, err := version.ParseRequest(v)
 		if err != nil {
 			return false, fmt.Errorf("--version=%w", err)

@@ -19,12 +19,14 @@ func TestVersion(t *testing.T) {
 			t.Errorf("run %v printed %q, want one line starting %q", args, got, want)
 		}
 	}
-	var b strings.Builder
-	if err := run(context.Background(), []string{"--version=raw"}, &b); err != nil {
-		t.Errorf("run --version=raw: %v", err)
-	}
-	if got := b.String(); !strings.HasPrefix(got, "kubectl-gputopo ") || !strings.Contains(got, "\tCGO_ENABLED=") {
-		t.Errorf("--version=raw printed %q, want the line and the build settings", got)
+	for _, arg := range []string{"--version=raw", "-version=raw"} {
+		var b strings.Builder
+		if err := run(context.Background(), []string{arg}, &b); err != nil {
+			t.Errorf("run %s: %v", arg, err)
+		}
+		if got := b.String(); !strings.HasPrefix(got, "kubectl-gputopo ") || !strings.Contains(got, "\tCGO_ENABLED=") {
+			t.Errorf("%s printed %q, want the line and the build settings", arg, got)
+		}
 	}
 	if err := run(context.Background(), []string{"--version=yes"}, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "want true, false or raw") {
 		t.Errorf("run --version=yes: %v, want the values named", err)
