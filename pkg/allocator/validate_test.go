@@ -398,12 +398,14 @@ func newVisibility(p *problem) *visibility {
 		if int64(len(rel)) != count {
 			slices = nil
 			obsolete := false
-			for _, s := range counted {
+			for _, s := range p.slices { // all, as upstream looks for a newer generation
 				if poolKeyOf(s) != k {
 					continue
 				}
 				obsolete = obsolete || s.Spec.Pool.Generation > gen
-				if s.Spec.Pool.Generation == gen {
+			}
+			for _, s := range counted {
+				if poolKeyOf(s) == k && s.Spec.Pool.Generation == gen {
 					slices = append(slices, s)
 				}
 			}
