@@ -95,7 +95,8 @@ func (p *Preparer) Claims() []Claim {
 	return out
 }
 
-// Prepare prepares a claim; preparing it again returns the same devices.
+// Prepare prepares a claim; preparing it again returns the same devices
+// while its allocation names them.
 //
 // The kubelet prepares its claims again after it restarts or the node
 // reboots. The checkpoint survives a reboot; the CDI spec (under
@@ -106,22 +107,8 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	uid := string(claim.UID)
-	if c, ok := p.claims[uid]; ok && claim.Status.Allocation != nil && !p.sameDevices(c, claim) {
-		// Allocated anew since: the claim was deallocated once its pods
-		// were done (the controller does not wait for the kubelet's
-		// unprepare) and allocated again here, and the kubelet asks
-		// again after a restart or a failed prepare. What was prepared
-		// for the old allocation goes, so that no pod gets devices the
-		// scheduler counts as free and no instance is left. A container
-		// can still run on the old devices only where the kubelet itself
-		// raced (a new pod attached to the old preparation) or a pod was
-		// force-deleted with its containers running; NVML then refuses
-		// to destroy an instance a CUDA process holds, and this prepare
-		// fails until that process ends.
-		klog.FromContext(ctx).Info("Claim allocated other devices since it was prepared: undoing the old preparation", "claim", claimRef(c))
-		if err := p.unprepare(ctx, c); err != nil {
-			return nil, err
-		}
+	if err := p.undoReallocated(ctx, claim); err != nil {
+		return nil, err
 	}
 	// Instances gone since they were recorded (a reboot), whether the
 	// prepare finished or was interrupted by a crash, are made again.
