@@ -43,13 +43,13 @@ func upstreamAllocate(p *problem) ([]resourceapi.AllocationResult, outcome, erro
 	return res, outcomeOK, nil
 }
 
-func ourAllocate(p *problem, pol Policy) (*Result, outcome, error) {
+func ourAllocate(p *problem, pol Policy, host *HostUse) (*Result, outcome, error) {
 	e, err := New(Options{Features: p.features, Policy: pol})
 	if err != nil {
 		return nil, outcomeError, err
 	}
 	s := e.NewSession(NewInventory(p.slices, p.features), p.classes, p.state, p.claims)
-	res, err := s.Allocate(context.Background(), p.node, nil)
+	res, err := s.Allocate(context.Background(), p.node, host)
 	switch {
 	case errors.Is(err, ErrInvalidPool):
 		return nil, outcomeInvalidPool, err
@@ -88,7 +88,7 @@ func checkAgainstUpstream(p *problem) error {
 		name string
 		p    Policy
 	}{{"first-fit", firstFitPolicy()}, {"default", DefaultPolicy()}} {
-		ours, out, err := ourAllocate(p, pol.p)
+		ours, out, err := ourAllocate(p, pol.p, p.host)
 		// On the stable path upstream's answer may vary by run.
 		agrees := out == upOut || (isLegacy(p.features) && upstreamMaySay(p, out))
 		if !agrees {

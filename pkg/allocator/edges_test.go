@@ -155,7 +155,7 @@ func TestEdgeParity(t *testing.T) {
 				name string
 				p    Policy
 			}{{"first-fit", firstFitPolicy()}, {"default", DefaultPolicy()}} {
-				res, out, err := ourAllocate(tc.p, pol.p)
+				res, out, err := ourAllocate(tc.p, pol.p, nil)
 				if out != want {
 					t.Fatalf("%s: gputopo says %s (%v), want %s (upstream: %v)", pol.name, out, err, want, upErr)
 				}
@@ -208,7 +208,7 @@ func TestParityOnHugeCountsAndMixedAttributeKeys(t *testing.T) {
 		if err := checkAgainstUpstream(p); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if _, out, err := ourAllocate(p, DefaultPolicy()); out != outcomeOK {
+		if _, out, err := ourAllocate(p, DefaultPolicy(), nil); out != outcomeOK {
 			t.Errorf("%s: %s (%v), want allocated as upstream does", name, out, err)
 		}
 	}

@@ -199,9 +199,10 @@ func (h *HostUse) after() topology.Host {
 }
 
 // Allocate finds the best allocation of the session's claims on node,
-// given the node's CPU and memory (nil: not counted). The devices chosen
-// do not depend on host, only Quality's fragmentation, and with it how
-// the node compares to others. It returns an error wrapping
+// given the node's CPU and memory (nil: not counted). Whether the claims
+// fit does not depend on host; Quality's fragmentation does, and with it
+// which of the node's allocations Packing prefers and how the node
+// compares to others. It returns an error wrapping
 // ErrUnsatisfiable when there is none, one wrapping ErrInvalidPool when
 // there is none and some visible pool is malformed, and one wrapping
 // ErrInvalidInput for input errors.

@@ -28,6 +28,8 @@ type problem struct {
 	kind edgeKind
 	// variations applied to it (gen_variations_test.go).
 	variations []variation
+	// host is the node's CPU and memory, nil when not counted.
+	host *HostUse
 }
 
 // classList implements DeviceClassLister over a slice.

@@ -9,14 +9,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Variations widen the generated problems where a review of upstream's
 // allocator found branches the base generator could not reach: richer
 // tolerations and taints, several selectors and constraints per request,
 // "All" subrequests, shared devices without capacity, pools whose slices
-// sit on two nodes, more than a claim's 32 devices, and attributes that
-// identify each device (the engine's twins leave them out). Each applies to a
+// sit on two nodes, more than a claim's 32 devices, attributes that
+// identify each device (the engine's twins leave them out), the topology
+// attributes gputopo's scores read, and the node's CPU and memory that
+// packing counts. Each applies to a
 // share of problems after the base generator is done, so the problems
 // without one are the same as before; TestDifferentialAgainstUpstream
 // counts them, so that none quietly stops being made.
@@ -31,11 +35,13 @@ const (
 	varPoolOnTwoNodes
 	varOver32Devices
 	varIdentities
+	varTopology
+	varHost
 	numVariations
 )
 
 var variationNames = [numVariations]string{"tolerations", "selectors", "constraints", "all-subrequest",
-	"shared-without-capacity", "pool-on-two-nodes", "over-32-devices", "identities"}
+	"shared-without-capacity", "pool-on-two-nodes", "over-32-devices", "identities", "topology", "host"}
 
 func (v variation) String() string { return variationNames[v] }
 
@@ -47,6 +53,7 @@ func (g *gen) vary(p *problem) {
 	apply := [numVariations]func(*problem) bool{
 		g.varyTolerations, g.varySelectors, g.varyConstraints, g.varyAllSubrequest,
 		g.varySharedWithoutCapacity, g.varyPoolOnTwoNodes, g.varyOver32Devices, g.varyIdentities,
+		g.varyTopology, g.varyHost,
 	}
 	for v := range numVariations {
 		if g.chance(variationShare) && apply[v](p) {
@@ -301,6 +308,11 @@ func (g *gen) varyIdentities(p *problem) bool {
 			index++
 		}
 	}
+	if slices.Contains(p.variations, varOver32Devices) {
+		// A selector or constraint that fails only after the claim's
+		// dozens of devices makes both searches try every combination.
+		return true
+	}
 	for _, r := range requestsOf(p.claims) {
 		if withIndex && g.chance(0.3) {
 			*r.selectors = append(*r.selectors, celSel(`device.attributes[device.driver].?index.orValue(0) % 2 == 0`))
@@ -321,6 +333,118 @@ func (g *gen) varyIdentities(p *problem) bool {
 			con.DistinctAttribute = attr
 		}
 		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, con)
+	}
+	return true
+}
+
+// varyTopology gives the GPU driver's devices the attributes of gputopo's
+// contract (pkg/contract) that the default policy's link, MIG and
+// fragmentation scores read, as NVIDIA's driver publishes them: a type;
+// a uuid, or for a partition that consumes counters the parentUUID of the
+// GPU that consumes the same counter set; NVLink domains, PCIe switches,
+// NUMA nodes, cliques, products and MIG profiles; now and then in the
+// driver's full domain or with the wrong type. Requests then select by
+// type and constraints match on nvlinkDomain, as users ask for linked
+// GPUs. The scores only choose among solutions: the outcome stays
+// upstream's.
+func (g *gen) varyTopology(p *problem) bool {
+	type poolKey struct{ driver, pool string }
+	domains := map[poolKey]int{} // per pool: no domain, one, or two
+	for _, d := range g.devices {
+		if d.driver != drvGPU {
+			continue
+		}
+		k := poolKey{d.driver, d.pool}
+		if _, ok := domains[k]; !ok {
+			domains[k] = g.n(3)
+		}
+		if d.dev.Attributes == nil {
+			d.dev.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+		}
+		g.topologyAttributes(d, domains[k])
+	}
+	if slices.Contains(p.variations, varOver32Devices) {
+		// A selector or constraint that fails only after the claim's
+		// dozens of devices makes both searches try every combination.
+		return true
+	}
+	for _, r := range requestsOf(p.claims) {
+		if g.chance(0.3) {
+			*r.selectors = append(*r.selectors, celSel(`device.attributes["gpu.example.com"].?type.orValue("") == "`+oneOf(g, "gpu", "mig")+`"`))
+		}
+	}
+	for _, c := range p.claims {
+		if g.chance(0.35) {
+			attr := ptr.To(resourceapi.FullyQualifiedName(oneOf(g, "gpu.example.com/nvlinkDomain", "gpu.example.com/parentUUID", "gpu.example.com/cliqueID")))
+			c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{MatchAttribute: attr})
+		}
+	}
+	return true
+}
+
+// topologyAttributes sets one device's contract attributes; domains is
+// how many NVLink domains its pool has (0 to 2).
+func (g *gen) topologyAttributes(d genDevice, domains int) {
+	a := d.dev.Attributes
+	name := func(short string) resourceapi.QualifiedName {
+		if g.chance(0.15) {
+			return resourceapi.QualifiedName(drvGPU + "/" + short)
+		}
+		return resourceapi.QualifiedName(short)
+	}
+	set := func(short string, v resourceapi.DeviceAttribute) { a[name(short)] = v }
+	text := func(v string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: ptr.To(v)} }
+	parent := ""
+	if len(d.dev.ConsumesCounters) > 0 {
+		parent = fmt.Sprintf("GPU-%s-%s", d.pool, d.dev.ConsumesCounters[0].CounterSet)
+	}
+	switch {
+	case parent != "" && g.chance(0.7):
+		set("type", text("mig"))
+		set("parentUUID", text(parent))
+		set("profile", text(oneOf(g, "1g.10gb", "2g.20gb", "4g.40gb")))
+	case parent != "":
+		set("type", text("gpu")) // the whole GPU, consuming every counter
+		set("uuid", text(parent))
+	default:
+		set("type", text(oneOf(g, "gpu", "gpu", "gpu", "vgpu")))
+		set("uuid", text(fmt.Sprintf("GPU-%s-%s-%d", d.pool, d.dev.Name, len(a))))
+	}
+	if domains > 0 {
+		set("nvlinkDomain", text(fmt.Sprintf("%s-nvl%d", d.pool, g.n(domains))))
+	}
+	switch g.n(4) {
+	case 0:
+		set("productName", text("NVIDIA H100 80GB HBM3")) // NVSwitch inferred without a domain
+	case 1:
+		set("productName", text("NVIDIA L4"))
+	}
+	if g.chance(0.4) {
+		set("numaNode", resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.n(2)))})
+	}
+	if g.chance(0.3) {
+		set("pcieSwitch", text(oneOf(g, "sw0", "sw1")))
+	}
+	if g.chance(0.15) {
+		set("cliqueID", text(oneOf(g, "cl.1", "cl.2")))
+	}
+	if g.chance(0.05) {
+		// The wrong type: read as absent, and constraints do not match it.
+		set(oneOf(g, "nvlinkDomain", "type", "uuid", "parentUUID"), resourceapi.DeviceAttribute{IntValue: ptr.To(int64(7))})
+	}
+}
+
+// varyHost counts the node's CPU and memory, as the scheduler plugin does:
+// free and asked for, sometimes too little, with future requests excluded
+// and contended GPUs. Packing's fragmentation depends on them, and so may
+// the devices the default policy prefers; whether the claims can be
+// allocated, and first-fit's choice, may not.
+func (g *gen) varyHost(p *problem) bool {
+	p.host = &HostUse{
+		Free:       topology.Host{CPUMilli: int64(g.n(64000)), MemoryMiB: int64(g.n(512 << 10))},
+		Pod:        topology.Host{CPUMilli: int64(oneOf(g, 0, 1000, 8000, 48000)), MemoryMiB: int64(oneOf(g, 0, 4096, 65536))},
+		Excluded:   oneOf(g, 0, 0.2, 1),
+		Contention: oneOf(g, 0, 0.3),
 	}
 	return true
 }
