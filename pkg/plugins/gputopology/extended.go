@@ -40,6 +40,9 @@ type extendedState struct {
 	classOf map[v1.ResourceName]string
 	all     []v1.ResourceName
 	allKey  string
+	// unbacked are the pod's other extended resources, which no
+	// DeviceClass maps: only a device plugin can serve them.
+	unbacked []v1.ResourceName
 	// claim is the in-memory claim (no requests; each node gets a copy
 	// with its own), or a claim left by an earlier cycle, which is stale:
 	// PostFilter deletes it and the pod tries again.
@@ -48,9 +51,6 @@ type extendedState struct {
 	variants map[string]*extendedVariant
 	// created is the claim PreBind wrote, for Unreserve to delete.
 	created *resourceapi.ResourceClaim
-	// recorded is what PreBind wrote into the pod's status, for
-	// Unreserve to clear.
-	recorded *v1.PodExtendedResourceClaimStatus
 }
 
 // extendedVariant is what nodes on which DRA serves the same resources
@@ -103,7 +103,7 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	names := slices.Sorted(maps.Keys(classOf))
-	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), variants: map[string]*extendedVariant{}}
+	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), unbacked: unbackedExtendedResources(pod, classOf), variants: map[string]*extendedVariant{}}
 	if old := extendedClaimOf(pod, claims); old != nil {
 		e.claim = old
 		return e, nil
@@ -122,6 +122,33 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 		},
 	}
 	return e, nil
+}
+
+// unbackedExtendedResources lists, sorted, the extended resources the pod
+// asks for that no DeviceClass maps (classOf holds those that one does).
+func unbackedExtendedResources(pod *v1.Pod, classOf map[v1.ResourceName]string) []v1.ResourceName {
+	var out []v1.ResourceName
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if _, backed := classOf[name]; !backed && !q.IsZero() && schedutil.IsDRAExtendedResourceName(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unservedOn names an extended resource of the pod that the node cannot
+// serve: one no DeviceClass maps and the node does not advertise. As the
+// in-tree plugin does, this is checked here and not only left to
+// NodeResourcesFit, which a profile may tell to ignore the resource.
+func (e *extendedState) unservedOn(nodeInfo fwk.NodeInfo) v1.ResourceName {
+	scalar := nodeInfo.GetAllocatable().GetScalarResources()
+	for _, name := range e.unbacked {
+		if _, ok := scalar[name]; !ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // extendedClaimOf is the extended-resource claim the pod controls. As

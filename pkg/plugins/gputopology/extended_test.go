@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cgotesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
+	resourceclaimmetrics "k8s.io/dynamic-resource-allocation/resourceclaim/metrics"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -64,8 +66,8 @@ func (e *testEnv) claimsInNamespace() []resourceapi.ResourceClaim {
 // A pod that asks for example.com/gpu: 2 gets an NVLink pair through a
 // claim created in PreBind. When PreBind fails after creating it,
 // Unreserve deletes the claim and releases the devices; the next attempt
-// makes a new claim and records it in the pod's status, which a later
-// Unreserve clears with the claim.
+// makes a new claim and records it in the pod's status; a later
+// Unreserve deletes that claim too.
 func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 	pod := extendedGPUPod("p", 2)
 	env := extendedEnv(t, pod)
@@ -84,6 +86,15 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		env.tCtx.ExpectNoError(err, "allocated devices")
 		return state.AllocatedDevices.Len()
 	}
+
+	// Each claim created counts in kube-scheduler's metric, as in-tree.
+	resourceclaimmetrics.RegisterMetrics()
+	created := func() float64 {
+		v, err := testutil.GetCounterMetricValue(resourceclaimmetrics.ResourceClaimCreate.WithLabelValues("success", "false", "", "Pod"))
+		env.tCtx.ExpectNoError(err, "read resourceclaim_creates_total")
+		return v
+	}
+	createdBefore := created()
 
 	cs := env.scheduleUpTo(pod, "node-a")
 	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
@@ -140,17 +151,15 @@ func TestExtendedResourcePreBindAndUnreserve(t *testing.T) {
 		t.Errorf("pod status %+v, want %+v", got, want)
 	}
 
-	// Binding fails after PreBind: the claim goes, and so does its name
-	// in the pod's status, which would otherwise send the kubelet after a
-	// claim that is gone if the pod lands on a device-plugin node next.
+	// Binding fails after PreBind: the claim goes. (Its name stays in
+	// the pod's status, as with upstream's plugin: the API server keeps
+	// that field when an update clears it.)
 	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
 	if claims := env.claimsInNamespace(); len(claims) != 0 {
 		t.Errorf("Unreserve left claims %v", claims)
 	}
-	stored, err = env.client.CoreV1().Pods(ns).Get(env.tCtx, pod.Name, metav1.GetOptions{})
-	env.tCtx.ExpectNoError(err, "get pod")
-	if got := stored.Status.ExtendedResourceClaimStatus; got != nil {
-		t.Errorf("pod status still names claim %s after Unreserve deleted it", got.ResourceClaimName)
+	if n := created() - createdBefore; n != 2 {
+		t.Errorf("resourceclaim_creates_total{status=success} grew by %v, want 2 (one claim per PreBind)", n)
 	}
 }
 
@@ -357,6 +366,36 @@ func TestPlacementNotes(t *testing.T) {
 	for _, c := range env.claimsInNamespace() {
 		if strings.HasPrefix(c.Name, "p-extended-resources-") && !strings.Contains(c.Annotations[PlacementAnnotation], " "+c.Name+"=[gpu-") {
 			t.Errorf("note of the extended-resource claim %q, want its name", c.Annotations[PlacementAnnotation])
+		}
+	}
+}
+
+// A pod that asks for a DRA extended resource and one no DeviceClass maps
+// fits only nodes that advertise the latter, as with the in-tree plugin,
+// which checks it itself: a profile may tell NodeResourcesFit to ignore
+// the resource. Advertised at 0 still passes here (NodeResourcesFit
+// counts the amount).
+func TestUnbackedExtendedResourceNeedsTheNode(t *testing.T) {
+	pod := extendedGPUPod("p", 1)
+	pod.Spec.Containers[0].Resources.Requests["example.com/fpga"] = resource.MustParse("1")
+	pod.Spec.Containers[0].Resources.Limits["example.com/fpga"] = resource.MustParse("1")
+	withFPGA, zeroFPGA := node("with-fpga"), node("zero-fpga")
+	withFPGA.Status.Allocatable = v1.ResourceList{"example.com/fpga": resource.MustParse("2")}
+	zeroFPGA.Status.Allocatable = v1.ResourceList{"example.com/fpga": resource.MustParse("0")}
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("without-fpga"), withFPGA, zeroFPGA},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("without-fpga", 2), pairSlice("with-fpga", 2), pairSlice("zero-fpga", 2)},
+		pods:    []*v1.Pod{pod},
+	})
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	wantStatus(t, "Filter without-fpga", env.pl.Filter(env.tCtx, env.state, pod, env.nodes["without-fpga"]),
+		fwk.UnschedulableAndUnresolvable, "cannot fit extended resource example.com/fpga")
+	for _, n := range []string{"with-fpga", "zero-fpga"} {
+		if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes[n]); !status.IsSuccess() {
+			t.Errorf("Filter %s: %v", n, status)
 		}
 	}
 }

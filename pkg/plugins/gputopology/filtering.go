@@ -240,6 +240,11 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		// can take it meanwhile, so preemption is not tried.
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s for the pod's extended resources is left from an earlier attempt", klog.KObj(s.ext.claim)))
 	}
+	if s.ext != nil {
+		if name := s.ext.unservedOn(nodeInfo); name != "" {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s cannot fit extended resource %s: it does not advertise it and no DeviceClass maps it", node.Name, name))
+		}
+	}
 	for i, claim := range s.claims {
 		if reason := pl.unavailableOn(node, s.availableOn[i], claim); reason != "" {
 			s.markUnavailable(i)
