@@ -1,9 +1,15 @@
 package mocknvml
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
@@ -33,7 +39,8 @@ func span(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
 // realMIGPlacements makes a mock GPU with the 7-slice geometry answer with
 // the real placements and refuse, as the hardware does, GPU instances
 // while MIG is off and GPU instances that overlap existing ones. Like
-// NVML, it reuses the IDs of destroyed instances.
+// NVML, it reuses the IDs of destroyed instances, and it lists a MIG
+// device, with a UUID of its own, per compute instance.
 func realMIGPlacements(dev *server.Device) {
 	profiles := dev.Config.MIGProfiles.GpuInstanceProfiles
 	if _, ok := profiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE]; !ok {
@@ -45,6 +52,7 @@ func realMIGPlacements(dev *server.Device) {
 		}
 		return RealPlacements[int(info.Id)], nvml.SUCCESS
 	}
+	migDeviceHandles(dev)
 	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
 		return createGI(dev, info, placement)
 	}
@@ -115,4 +123,62 @@ func (s *Server) GPUInstances(index int) int {
 	dev.RLock()
 	defer dev.RUnlock()
 	return len(dev.GpuInstances)
+}
+
+// migUUIDs are the UUIDs NVML gave the MIG devices of compute instances
+// (a new one each time an instance is made, as on real GPUs).
+var (
+	migUUIDs  sync.Map // *server.ComputeInstance -> string
+	migSerial atomic.Uint64
+)
+
+// maxMIGDevices is GetMaxMigDeviceCount of a GPU with 7 compute slices.
+const maxMIGDevices = 7
+
+// migDeviceHandles makes the GPU answer for its MIG devices, one per
+// compute instance, by index as NVML does: in order of GPU instance and
+// compute instance IDs, ERROR_NOT_FOUND past the last.
+func migDeviceHandles(dev *server.Device) {
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return maxMIGDevices, nvml.SUCCESS }
+	dev.GetMigDeviceHandleByIndexFunc = func(index int) (nvml.Device, nvml.Return) {
+		if index < 0 || index >= maxMIGDevices {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		devices := migDevices(dev)
+		if index >= len(devices) {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return devices[index], nvml.SUCCESS
+	}
+}
+
+func migDevices(dev *server.Device) []nvml.Device {
+	dev.RLock()
+	gis := slices.SortedFunc(maps.Keys(dev.GpuInstances), func(a, b *server.GpuInstance) int { return cmp.Compare(a.Info.Id, b.Info.Id) })
+	dev.RUnlock()
+	var out []nvml.Device
+	for _, gi := range gis {
+		gi.RLock()
+		cis := slices.SortedFunc(maps.Keys(gi.ComputeInstances), func(a, b *server.ComputeInstance) int { return cmp.Compare(a.Info.Id, b.Info.Id) })
+		gi.RUnlock()
+		for _, ci := range cis {
+			out = append(out, migDevice(dev, gi.Info.Id, ci))
+		}
+	}
+	return out
+}
+
+// migDevice is the MIG device handle of compute instance ci in GPU
+// instance gi of dev.
+func migDevice(dev *server.Device, gi uint32, ci *server.ComputeInstance) nvml.Device {
+	uuid, _ := migUUIDs.LoadOrStore(ci, "MIG-"+formatUUID(seededUUID(fmt.Sprintf("%s/%d/%d/%d", dev.UUID, gi, ci.Info.Id, migSerial.Add(1)))))
+	return &mock.Device{
+		GetUUIDFunc:              func() (string, nvml.Return) { return uuid.(string), nvml.SUCCESS },
+		IsMigDeviceHandleFunc:    func() (bool, nvml.Return) { return true, nvml.SUCCESS },
+		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return int(gi), nvml.SUCCESS },
+		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return int(ci.Info.Id), nvml.SUCCESS },
+		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) {
+			return dev, nvml.SUCCESS
+		},
+	}
 }

@@ -137,7 +137,10 @@ func (p *Preparer) deviceEdits(d Device) (string, cdispec.ContainerEdits, error)
 	id := dev.GPU.UUID
 	var edits cdispec.ContainerEdits
 	if d.MIG != nil {
-		id = d.MIG.ID()
+		var err error
+		if id, err = p.migDeviceUUID(d.MIG); err != nil {
+			return "", cdispec.ContainerEdits{}, fmt.Errorf("device %s: %w", d.Device, err)
+		}
 	} else {
 		edits.DeviceNodes = []*cdispec.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", dev.GPU.Minor)}}
 	}

@@ -74,6 +74,10 @@ type MIGInstance struct {
 	// Identity is what NVML said about the GPU instance when it was
 	// created; nil in checkpoints of agents that did not record it.
 	Identity *GIIdentity `json:"identity,omitempty"`
+	// UUID is the MIG device's, as NVML reports it ("MIG-<uuid>"): what
+	// CUDA and NVIDIA's container toolkit name the device by. Empty in
+	// checkpoints of agents that did not record it.
+	UUID string `json:"uuid,omitempty"`
 }
 
 // GIIdentity tells a GPU instance apart from a later one with the same
@@ -94,9 +98,6 @@ func identityOf(info nvml.GpuInstanceInfo) *GIIdentity {
 func (id GIIdentity) is(info nvml.GpuInstanceInfo) bool {
 	return id == *identityOf(info)
 }
-
-// ID is how NVIDIA's container toolkit names a MIG device.
-func (m MIGInstance) ID() string { return fmt.Sprintf("MIG-%s/%d/%d", m.ParentUUID, m.GI, m.CI) }
 
 // samePlacement: o is an instance of the same profile at the same place
 // on the same GPU.

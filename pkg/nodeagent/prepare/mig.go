@@ -79,8 +79,55 @@ func (p *Preparer) createMIG(dev resources.Device, m *MIGInstance, record func()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("compute instance info: %s", nvml.ErrorString(ret))
 	}
-	m.GI, m.CI, m.Created, m.Creating, m.Identity = giInfo.Id, cInfo.Id, true, false, identityOf(giInfo)
+	uuid, err := migUUID(gpu, giInfo.Id, cInfo.Id)
+	if err != nil {
+		return err
+	}
+	m.GI, m.CI, m.Created, m.Creating, m.Identity, m.UUID = giInfo.Id, cInfo.Id, true, false, identityOf(giInfo), uuid
 	return nil
+}
+
+// migUUID is the UUID of the MIG device of GPU instance gi and compute
+// instance ci on gpu. NVML numbers MIG devices by index, some of which
+// hold none (ERROR_NOT_FOUND).
+func migUUID(gpu nvml.Device, gi, ci uint32) (string, error) {
+	n, ret := gpu.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return "", fmt.Errorf("MIG devices: %s", nvml.ErrorString(ret))
+	}
+	for i := range n {
+		mig, ret := gpu.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return "", fmt.Errorf("MIG device %d: %s", i, nvml.ErrorString(ret))
+		}
+		g, gRet := mig.GetGpuInstanceId()
+		c, cRet := mig.GetComputeInstanceId()
+		if gRet != nvml.SUCCESS || cRet != nvml.SUCCESS || uint32(g) != gi || uint32(c) != ci {
+			continue
+		}
+		uuid, ret := mig.GetUUID()
+		if ret != nvml.SUCCESS {
+			return "", fmt.Errorf("UUID of MIG device %d: %s", i, nvml.ErrorString(ret))
+		}
+		return uuid, nil
+	}
+	return "", fmt.Errorf("no MIG device for GPU instance %d, compute instance %d", gi, ci)
+}
+
+// migDeviceUUID is the recorded MIG device's UUID, looked up for an
+// instance recorded by an agent that did not keep it.
+func (p *Preparer) migDeviceUUID(m *MIGInstance) (string, error) {
+	if m.UUID != "" {
+		return m.UUID, nil
+	}
+	gpu, ret := p.lib.DeviceGetHandleByUUID(m.ParentUUID)
+	if ret != nvml.SUCCESS {
+		return "", fmt.Errorf("GPU %s: %s", m.ParentUUID, nvml.ErrorString(ret))
+	}
+	return migUUID(gpu, m.GI, m.CI)
 }
 
 // instanceShape is the profile and placement of m's instance: the

@@ -222,7 +222,7 @@ func TestPrepareMIGCreatesAndDestroysInstances(t *testing.T) {
 		}
 	}
 	claims := n.p.Claims()
-	if m := claims[0].Devices[0].MIG; m == nil || !m.Created || !strings.HasPrefix(m.ID(), "MIG-GPU-") {
+	if m := claims[0].Devices[0].MIG; m == nil || !m.Created || !strings.HasPrefix(m.UUID, "MIG-") || strings.HasPrefix(m.UUID, "MIG-GPU-") {
 		t.Errorf("checkpointed MIG instance %+v", m)
 	}
 	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-2-mig-3g40gb-4").device("gpu-2-mig-2g20gb-0").obj()); err != nil || n.gpuInstances(2) != 2 {

@@ -28,6 +28,30 @@ func (n *node) instanceAt(t *testing.T, gpu, start int) *server.GpuInstance {
 	return nil
 }
 
+// migUUID is the UUID NVML reports for the MIG device of GPU instance gi
+// and compute instance ci on GPU index gpu, "" when there is none.
+func (n *node) migUUID(t *testing.T, gpu int, gi, ci uint32) string {
+	t.Helper()
+	dev := n.lib.Devices[gpu]
+	count, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		t.Fatalf("GPU %d: MIG devices: %v", gpu, ret)
+	}
+	for i := range count {
+		mig, ret := dev.GetMigDeviceHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		g, _ := mig.GetGpuInstanceId()
+		c, _ := mig.GetComputeInstanceId()
+		if uint32(g) == gi && uint32(c) == ci {
+			uuid, _ := mig.GetUUID()
+			return uuid
+		}
+	}
+	return ""
+}
+
 // destroy destroys a GPU instance and its compute instances, as
 // nvidia-smi or a GPU reset would behind the agent's back.
 func destroy(t *testing.T, gi *server.GpuInstance) {
