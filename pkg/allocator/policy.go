@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gputopo/gputopo/pkg/topology"
 )
@@ -74,21 +73,32 @@ func (p Policy) anyEnabled() bool {
 	return p.Topology.Enabled || p.MIG.Enabled || p.Packing.Enabled
 }
 
+// MaxPolicyValue bounds the policy's weights, HostPressure and
+// LinkClassCost. The defaults are 1, 0.2 and 0.25; far larger values
+// overflow the scores (a LinkClassCost near 2e15 turns a node's rating
+// into the framework's sentinel for an unmeasured node, weights near
+// 1e308 make every comparison NaN).
+const MaxPolicyValue = 1e6
+
+// InPolicyRange reports whether v is a valid weight, HostPressure or
+// LinkClassCost: a number in [0, MaxPolicyValue].
+func InPolicyRange(v float64) bool { return v >= 0 && v <= MaxPolicyValue }
+
 // Validate reports the first invalid field.
 func (p Policy) Validate() error {
 	for _, part := range []struct {
 		name string
 		p    PolicyPart
 	}{{"topology", p.Topology}, {"mig", p.MIG}, {"packing", p.Packing}} {
-		if part.p.Weight < 0 {
-			return fmt.Errorf("policy.%s.weight: must not be negative, got %v", part.name, part.p.Weight)
+		if !InPolicyRange(part.p.Weight) {
+			return fmt.Errorf("policy.%s.weight: must be a number in [0, %g], got %v", part.name, MaxPolicyValue, part.p.Weight)
 		}
 	}
-	if p.HostPressure < 0 || math.IsNaN(p.HostPressure) || math.IsInf(p.HostPressure, 0) {
-		return fmt.Errorf("policy.hostPressure: must be a finite number, not negative, got %v", p.HostPressure)
+	if !InPolicyRange(p.HostPressure) {
+		return fmt.Errorf("policy.hostPressure: must be a number in [0, %g], got %v", MaxPolicyValue, p.HostPressure)
 	}
-	if p.LinkClassCost < 0 || math.IsNaN(p.LinkClassCost) || math.IsInf(p.LinkClassCost, 0) {
-		return fmt.Errorf("policy.linkClassCost: must be a finite number, not negative, got %v", p.LinkClassCost)
+	if !InPolicyRange(p.LinkClassCost) {
+		return fmt.Errorf("policy.linkClassCost: must be a number in [0, %g], got %v", MaxPolicyValue, p.LinkClassCost)
 	}
 	if p.SearchBudget < 0 {
 		return fmt.Errorf("policy.searchBudget: must not be negative, got %d", p.SearchBudget)

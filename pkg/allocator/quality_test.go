@@ -494,7 +494,7 @@ func TestQualityHostPressure(t *testing.T) {
 }
 
 func TestPolicyRejectsBadHostPressure(t *testing.T) {
-	for _, v := range []float64{-0.1, math.NaN(), math.Inf(1)} {
+	for _, v := range []float64{-0.1, math.NaN(), math.Inf(1), 1e300} {
 		pol := DefaultPolicy()
 		pol.HostPressure = v
 		if _, err := New(Options{Features: DefaultFeatures(), Policy: pol}); err == nil || !strings.Contains(err.Error(), "policy.hostPressure") {
@@ -559,7 +559,7 @@ func TestQualityWholeGPUPacking(t *testing.T) {
 }
 
 func TestPolicyRejectsBadLinkClassCost(t *testing.T) {
-	for _, v := range []float64{-1, math.NaN(), math.Inf(-1)} {
+	for _, v := range []float64{-1, math.NaN(), math.Inf(-1), 1e300} {
 		pol := DefaultPolicy()
 		pol.LinkClassCost = v
 		if _, err := New(Options{Features: DefaultFeatures(), Policy: pol}); err == nil || !strings.Contains(err.Error(), "policy.linkClassCost") {

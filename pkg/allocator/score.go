@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -94,15 +95,25 @@ func (r *run) snapshot(q Quality) *solution {
 // gpu returns the link-model view of a device, computed once.
 func (d *device) gpu() topology.GPU {
 	d.gpuOnce.Do(func() {
-		d.gpuDesc = topology.Describe(d.slice.Spec.Driver, ptr.Deref(d.slice.Spec.NodeName, ""), d.api.Attributes)
+		d.gpuDesc = topology.Describe(d.slice.Spec.Driver, deviceNode(d.slice, d.api), d.api.Attributes)
 	})
 	return d.gpuDesc
+}
+
+// deviceNode is the node a device is on: its slice's, or with
+// perDeviceNodeSelection its own nodeName; "" for a device several nodes
+// reach, which the link model counts as across the network.
+func deviceNode(s *resourceapi.ResourceSlice, d *resourceapi.Device) string {
+	if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
+		return n
+	}
+	return ptr.Deref(d.NodeName, "")
 }
 
 // roles lists, once per node view, the devices each criterion looks at.
 type roles struct {
 	once      sync.Once
-	wholeGPUs []int // devices with topology that are not partitions
+	wholeGPUs []int // whole GPUs with topology (topology.GPU.WholeGPU)
 	groups    *topology.Groups
 	// bestClass[n] is the best class n of the whole GPUs can have.
 	bestClass []topology.LinkClass
@@ -116,13 +127,13 @@ func (v *nodeView) roles() *roles {
 		var gpus []topology.GPU
 		for i, d := range v.devices {
 			g := d.gpu()
-			if !g.Partition && g.HasTopology() {
+			if g.WholeGPU() {
 				v.role.wholeGPUs = append(v.role.wholeGPUs, i)
 				gpus = append(gpus, g)
 			}
 			if d.multi && len(d.api.Capacity) > 0 {
 				v.role.shared = append(v.role.shared, i)
-			} else if !g.Partition && g.HasTopology() {
+			} else if g.WholeGPU() {
 				v.role.exclusive = append(v.role.exclusive, i)
 			}
 		}
@@ -208,10 +219,11 @@ func (r *run) requestClass() topology.TaskClass {
 
 // linkSteps is how many classes worse than the best the node offers so
 // many GPUs a claim's whole GPUs are (worst, their worst pair); 0 for
-// claims with partitions or devices without topology.
+// claims with anything but whole GPUs (partitions, devices without
+// topology, another driver's NIC next to the GPU).
 func (r *run) linkSteps(picks []pick, worst topology.LinkClass) int {
 	for _, pk := range picks {
-		if g := r.view.devices[pk.dev].gpu(); g.Partition || !g.HasTopology() {
+		if !r.view.devices[pk.dev].gpu().WholeGPU() {
 			return 0
 		}
 	}

@@ -61,6 +61,8 @@ type GPU struct {
 	Physical string
 	// Partition is true for a MIG partition or other sub-device.
 	Partition bool
+	// Type is the device's type attribute (gpu, mig), "" when it has none.
+	Type string
 	// NVLinkDomain groups GPUs of a node that reach each other over
 	// NVLink. Empty when there is none.
 	NVLinkDomain string
@@ -79,6 +81,25 @@ func (g GPU) HasTopology() bool {
 	return g.NVLinkDomain != "" || g.PCIeRoot != "" || g.PCIeSwitch != "" || g.NUMA >= 0 || g.Physical != ""
 }
 
+// WholeGPU reports whether the device is a whole GPU with topology, as
+// the measures of free GPUs (intactness, fragmentation) count them: type
+// gpu, or without a type a GPU's identity (uuid) or NVLink. Partitions
+// and devices of another type are not, nor a device that publishes
+// nothing but the standard PCIe root or NUMA node: another driver's NIC
+// on the same node does so.
+func (g GPU) WholeGPU() bool {
+	if g.Partition || !g.HasTopology() {
+		return false
+	}
+	switch g.Type {
+	case contract.TypeGPU:
+		return true
+	case "":
+		return g.Physical != "" || g.NVLinkDomain != ""
+	}
+	return false
+}
+
 // Describe extracts the link-model view of a device published by driver on
 // node. Attributes are looked up in the driver's domain first, then as
 // standard resource.kubernetes.io attributes.
@@ -91,6 +112,7 @@ func Describe(driver, node string, attrs map[resourceapi.QualifiedName]resourcea
 		return ""
 	}
 	typ := str(contract.AttrType)
+	g.Type = typ
 	g.Partition = typ == contract.TypeMIG
 	if g.Partition {
 		g.Physical = str(contract.AttrParentUUID)

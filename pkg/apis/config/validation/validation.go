@@ -21,8 +21,8 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 		name string
 		part allocator.PolicyPart
 	}{{"topology", a.Topology}, {"mig", a.MIG}, {"packing", a.Packing}} {
-		if !finite(p.part.Weight) {
-			errs = append(errs, field.Invalid(path.Child(p.name, "weight"), p.part.Weight, "must be a finite number, not negative"))
+		if !allocator.InPolicyRange(p.part.Weight) {
+			errs = append(errs, field.Invalid(path.Child(p.name, "weight"), p.part.Weight, policyRange))
 		}
 	}
 	if a.Packing.Enabled && len(a.Workload) == 0 {
@@ -61,11 +61,11 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	if len(a.Workload) > 0 && total <= 0 {
 		errs = append(errs, field.Invalid(path.Child("workload"), total, "the weights must not all be 0: fragmentation is measured against them"))
 	}
-	if !finite(a.HostPressure) {
-		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, "must be a finite number, not negative"))
+	if !allocator.InPolicyRange(a.HostPressure) {
+		errs = append(errs, field.Invalid(path.Child("hostPressure"), a.HostPressure, policyRange))
 	}
-	if !finite(a.LinkClassCost) {
-		errs = append(errs, field.Invalid(path.Child("linkClassCost"), a.LinkClassCost, "must be a finite number, not negative"))
+	if !allocator.InPolicyRange(a.LinkClassCost) {
+		errs = append(errs, field.Invalid(path.Child("linkClassCost"), a.LinkClassCost, policyRange))
 	}
 	if a.SearchBudget < 0 {
 		errs = append(errs, field.Invalid(path.Child("searchBudget"), a.SearchBudget, "must not be negative"))
@@ -80,6 +80,8 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	}
 	return errs.ToAggregate()
 }
+
+var policyRange = fmt.Sprintf("must be a number in [0, %g]", allocator.MaxPolicyValue)
 
 // maxClassWeight bounds a workload class's weight: weights are relative,
 // and sums of larger ones overflow to +Inf, which zeroes every

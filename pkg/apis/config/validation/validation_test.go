@@ -47,6 +47,11 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		{"NaN host pressure", func(a *config.GPUTopologyArgs) { a.HostPressure = math.NaN() }, []string{"args.hostPressure"}},
 		{"negative link class cost", func(a *config.GPUTopologyArgs) { a.LinkClassCost = -1 }, []string{"args.linkClassCost"}},
 		{"infinite link class cost", func(a *config.GPUTopologyArgs) { a.LinkClassCost = math.Inf(1) }, []string{"args.linkClassCost"}},
+		// Finite but so large that scores overflow (a node rated as the
+		// sentinel of an unmeasured one, NaN comparisons).
+		{"huge policy values", func(a *config.GPUTopologyArgs) {
+			a.LinkClassCost, a.HostPressure, a.Topology.Weight = 1e300, 2e6, 1e308
+		}, []string{"args.linkClassCost: Invalid value: 1e+300: must be a number in [0, 1e+06]", "args.hostPressure", "args.topology.weight"}},
 		{"packing without workload", func(a *config.GPUTopologyArgs) { a.Workload = nil }, []string{"args.workload: Required"}},
 		{"negative budget and timeouts", func(a *config.GPUTopologyArgs) {
 			a.SearchBudget = -1
