@@ -5,9 +5,6 @@ import (
 	"math"
 	"sync"
 
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
-
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -95,19 +92,9 @@ func (r *run) snapshot(q Quality) *solution {
 // gpu returns the link-model view of a device, computed once.
 func (d *device) gpu() topology.GPU {
 	d.gpuOnce.Do(func() {
-		d.gpuDesc = topology.Describe(d.slice.Spec.Driver, deviceNode(d.slice, d.api), d.api.Attributes)
+		d.gpuDesc = topology.Describe(d.slice.Spec.Driver, topology.DeviceNode(d.slice, d.api), d.api.Attributes)
 	})
 	return d.gpuDesc
-}
-
-// deviceNode is the node a device is on: its slice's, or with
-// perDeviceNodeSelection its own nodeName; "" for a device several nodes
-// reach, which the link model counts as across the network.
-func deviceNode(s *resourceapi.ResourceSlice, d *resourceapi.Device) string {
-	if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
-		return n
-	}
-	return ptr.Deref(d.NodeName, "")
 }
 
 // roles lists, once per node view, the devices each criterion looks at.

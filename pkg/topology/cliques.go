@@ -27,8 +27,8 @@ type DeviceTaken func(driver, pool, device string) bool
 // WholeGPUsByNode counts, per node, the whole GPUs (type gpu) its
 // ResourceSlices publish and how many are free: neither taken themselves
 // nor through a taken MIG partition of the same physical GPU. Only the
-// newest generation of each pool counts, as for the allocator; slices
-// without a node (network-attached devices) are not a node's.
+// newest generation of each pool counts, as for the allocator; devices
+// without a node (network-attached) are not a node's.
 func WholeGPUsByNode(slices []*resourceapi.ResourceSlice, taken DeviceTaken) map[string]*NodeGPUs {
 	x := IndexGPUs(slices)
 	return x.Count(func(i int) bool {
@@ -63,15 +63,13 @@ type indexedGPU struct {
 func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 	x := &GPUIndex{}
 	for _, s := range newestGenerations(slices) {
-		node := ""
-		if s.Spec.NodeName != nil {
-			node = *s.Spec.NodeName
-		}
-		for _, d := range s.Spec.Devices {
+		for di := range s.Spec.Devices {
+			d := &s.Spec.Devices[di]
+			node := DeviceNode(s, d)
 			i := len(x.Devices)
 			x.Devices = append(x.Devices, DeviceRef{s.Spec.Driver, s.Spec.Pool.Name, d.Name})
 			g := Describe(s.Spec.Driver, node, d.Attributes)
-			x.physical = append(x.physical, g.Physical)
+			x.physical = append(x.physical, physicalKey(s.Spec.Driver, node, g.Physical))
 			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); node != "" && ok && typ.StringValue != nil && *typ.StringValue == contract.TypeGPU {
 				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique})
 			}

@@ -48,6 +48,14 @@ func TestWholeGPUsByNode(t *testing.T) {
 		// Network-attached: no node.
 		{Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "fabric"},
 			Devices: []resourceapi.Device{{Name: "gpu-x", Attributes: attrs(gpuAttrs("x", "c.1")...)}}}},
+		// Per-device node selection: each device names its node.
+		{Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "per-device", ResourceSliceCount: 1},
+			PerDeviceNodeSelection: ptr.To(true), Devices: []resourceapi.Device{
+				{Name: "gpu-0", NodeName: ptr.To("t3"), Attributes: attrs(gpuAttrs("y0", "c.3")...)},
+				{Name: "gpu-1", NodeName: ptr.To("t3"), Attributes: attrs(gpuAttrs("y1", "c.3")...)},
+			}}},
+		// A uuid that t0's taken gpu-1 has too: another node's GPU, free.
+		tray("t4", 1, map[string][]any{"gpu-0": gpuAttrs("u1", "")}),
 	}
 	taken := func(driver, pool, device string) bool {
 		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
@@ -57,6 +65,8 @@ func TestWholeGPUsByNode(t *testing.T) {
 		"t0": {GPUs: 4, Free: 2, Clique: "c.1"},
 		"t1": {GPUs: 2, Free: 2, Conflict: []string{"c.1", "c.2"}},
 		"t2": {GPUs: 1, Free: 1},
+		"t3": {GPUs: 2, Free: 2, Clique: "c.3"},
+		"t4": {GPUs: 1, Free: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WholeGPUsByNode (-want +got):\n%s", diff)

@@ -158,12 +158,13 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	}
 	var free []fleetCandidate // unallocated partitions, and GPUs that consume counters
 	for _, s := range current {
-		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
-			continue
-		}
-		node, driver, pool := *s.Spec.NodeName, s.Spec.Driver, s.Spec.Pool.Name
+		driver, pool := s.Spec.Driver, s.Spec.Pool.Name
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
+			node := DeviceNode(s, d)
+			if node == "" {
+				continue
+			}
 			typ := ""
 			if a, ok := lookup(d.Attributes, driver, contract.AttrType); ok && a.StringValue != nil {
 				typ = *a.StringValue
@@ -172,9 +173,9 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 				continue
 			}
 			desc := Describe(driver, node, d.Attributes)
-			physical := desc.Physical
+			physical := physicalKey(driver, node, desc.Physical)
 			if physical == "" && typ == contract.TypeGPU {
-				physical = driver + "/" + pool + "/" + d.Name
+				physical = driver + "/" + pool + "/device:" + d.Name
 			}
 			var g *fleetGPU
 			if physical != "" {

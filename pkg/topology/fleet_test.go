@@ -219,6 +219,18 @@ func TestSummarizeFleet(t *testing.T) {
 		},
 		want: FleetSummary{GPUs: 2, Free: 2, MIGPlaceable: noMIG},
 	}, {
+		name: "devices that name their node count on it; a uuid another node's driver reuses is another GPU",
+		slices: []*resourceapi.ResourceSlice{
+			tray("n0", 1, map[string][]any{"gpu-0": gpuAttrs("0", "")}),
+			tray("n1", 1, map[string][]any{"gpu-0": gpuAttrs("0", "")}),
+			{Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "per-device", ResourceSliceCount: 1},
+				PerDeviceNodeSelection: ptr.To(true), Devices: []resourceapi.Device{
+					{Name: "gpu-1", NodeName: ptr.To("n2"), Attributes: attrs(gpuAttrs("1", "")...)},
+				}}},
+		},
+		used: exclusive("n0/gpu-0"),
+		want: FleetSummary{GPUs: 3, Free: 2, Used: 1, Stranded: 0, MIGPlaceable: noMIG},
+	}, {
 		name: "tainted GPUs keep their state and are counted again by it; effect None and partitions' taints do not count",
 		slices: []*resourceapi.ResourceSlice{
 			tainted(gpuNode("n0", 4, nil), map[string]resourceapi.DeviceTaintEffect{

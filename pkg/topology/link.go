@@ -140,6 +140,29 @@ func Describe(driver, node string, attrs map[resourceapi.QualifiedName]resourcea
 	return g
 }
 
+// DeviceNode is the node a device is on: its slice's, or with
+// perDeviceNodeSelection its own nodeName; "" for a device several nodes
+// reach (network-attached), which no node holds.
+func DeviceNode(s *resourceapi.ResourceSlice, d *resourceapi.Device) string {
+	if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
+		return *s.Spec.NodeName
+	}
+	if d.NodeName != nil {
+		return *d.NodeName
+	}
+	return ""
+}
+
+// physicalKey names a physical GPU fleet-wide: its driver and node with
+// the uuid (or parentUUID) it publishes, which only that driver on that
+// node need keep unique. "" for a device that names none.
+func physicalKey(driver, node, physical string) string {
+	if physical == "" {
+		return ""
+	}
+	return driver + "/" + node + "/" + physical
+}
+
 func lookup(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver, id string) (resourceapi.DeviceAttribute, bool) {
 	if a, ok := attrs[resourceapi.QualifiedName(id)]; ok {
 		return a, true
