@@ -99,12 +99,14 @@ type setKey struct {
 	driver, pool, set string
 }
 
-// counterSet is what one counter set holds and what is consumed of it,
-// in milli-units.
+// counterSet is what one counter set holds and what is consumed of it.
+// Amounts are floats: exact for integers up to 2^53 (memory in bytes up
+// to 8 PiB), and a counter beyond int64's milli-units (10P) does not
+// wrap, as MilliValue would, to nothing. The gauges only compare them.
 type counterSet struct {
-	capacity, consumed map[string]int64
+	capacity, consumed map[string]float64
 	// extra: per MIG profile, what the instances counted so far take.
-	extra map[string]map[string]int64
+	extra map[string]map[string]float64
 }
 
 // fleetGPU is one whole GPU while the summary is built.
@@ -139,9 +141,9 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	for _, s := range current {
 		devices += len(s.Spec.Devices)
 		for _, cs := range s.Spec.SharedCounters {
-			set := &counterSet{capacity: make(map[string]int64, len(cs.Counters)), consumed: map[string]int64{}}
+			set := &counterSet{capacity: make(map[string]float64, len(cs.Counters)), consumed: map[string]float64{}}
 			for name, c := range cs.Counters {
-				set.capacity[name] = c.Value.MilliValue()
+				set.capacity[name] = c.Value.AsApproximateFloat64()
 			}
 			sets[setKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = set
 		}
@@ -187,7 +189,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 				for _, c := range d.ConsumesCounters {
 					if set := sets[setKey{driver, pool, c.CounterSet}]; set != nil {
 						for name, q := range c.Counters {
-							set.consumed[name] += q.Value.MilliValue()
+							set.consumed[name] += q.Value.AsApproximateFloat64()
 						}
 					}
 				}
@@ -327,7 +329,7 @@ func (c fleetCandidate) fits(profile string) bool {
 		extra := set.extra[profile] // nil without profile
 		for name, q := range cc.Counters {
 			have, ok := set.capacity[name]
-			if !ok || set.consumed[name]+extra[name]+q.Value.MilliValue() > have {
+			if !ok || set.consumed[name]+extra[name]+q.Value.AsApproximateFloat64() > have {
 				return false
 			}
 		}
@@ -340,15 +342,15 @@ func (c fleetCandidate) take(profile string) {
 	for i, cc := range c.dev.ConsumesCounters {
 		set := c.sets[i]
 		if set.extra == nil {
-			set.extra = map[string]map[string]int64{}
+			set.extra = map[string]map[string]float64{}
 		}
 		e := set.extra[profile]
 		if e == nil {
-			e = map[string]int64{}
+			e = map[string]float64{}
 			set.extra[profile] = e
 		}
 		for name, q := range cc.Counters {
-			e[name] += q.Value.MilliValue()
+			e[name] += q.Value.AsApproximateFloat64()
 		}
 	}
 }

@@ -294,3 +294,26 @@ func BenchmarkSummarizeFleet(b *testing.B) {
 		SummarizeFleet(slices, used.usage)
 	}
 }
+
+// Counters beyond int64's milli-units (10P, which MilliValue turns into
+// 0) still compare: two halves of a 10P set are both placeable.
+func TestSummarizeFleetHugeCounters(t *testing.T) {
+	big := func(q string) map[string]resourceapi.Counter {
+		return map[string]resourceapi.Counter{"memory": {Value: resource.MustParse(q)}}
+	}
+	pool := resourceapi.ResourcePool{Name: "n0", Generation: 1, ResourceSliceCount: 1}
+	var devices []resourceapi.Device
+	for i := range 2 {
+		devices = append(devices, resourceapi.Device{
+			Name: fmt.Sprintf("half-%d", i), Attributes: attrs("type", "mig", "parentUUID", "u0", "profile", "half"),
+			ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: "set", Counters: big("5P")}},
+		})
+	}
+	slices := []*resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{
+		Driver: testDriver, NodeName: ptr.To("n0"), Pool: pool, Devices: devices,
+		SharedCounters: []resourceapi.CounterSet{{Name: "set", Counters: big("10P")}},
+	}}}
+	if got := SummarizeFleet(slices, uses{}.usage).MIGPlaceable["half"]; got != 2 {
+		t.Errorf("placeable halves of a 10P counter set: %d, want 2", got)
+	}
+}
