@@ -12,22 +12,27 @@ import (
 )
 
 // FleetView indexes published devices for the report's figures: what
-// each device is and which GPU it lives on, and each node's whole GPUs
-// in order.
+// each GPU or MIG partition is and which GPU it lives on, and each node's
+// whole GPUs in order. As the scheduler, it reads each pool's newest
+// generation only, and other kinds of devices (another driver's NICs)
+// are not GPUs.
 type FleetView struct {
-	devices map[string]viewDevice // pool/device
+	devices map[string]viewDevice // DeviceKey
 	nodes   map[string][]gpuEntry // node -> whole GPUs in published order
 	shapes  map[string]string
 }
 
 type viewDevice struct {
 	gpu      topology.GPU
-	physical string  // uuid of the GPU it lives on
+	physical string  // the GPU it lives on: driver/node/uuid
 	share    float64 // of its GPU a device takes whole (MIG: topology.PartitionShare)
 	shared   bool
 }
 
-type gpuEntry struct{ uuid, domain string }
+type gpuEntry struct{ physical, domain string }
+
+// DeviceKey names a device fleet-wide: driver/pool/device.
+func DeviceKey(driver, pool, device string) string { return driver + "/" + pool + "/" + device }
 
 // NewFleetView indexes the devices of the slices on the nodes that shapes
 // names (node -> a label for its kind, such as "dgx-h100"); a nil shapes
@@ -37,57 +42,82 @@ func NewFleetView(published []resourceapi.ResourceSlice, shapes map[string]strin
 	if shapes == nil {
 		v.shapes = map[string]string{}
 	}
-	counterSets := map[string]map[string]resourceapi.CounterSet{} // pool -> set name -> set
-	for _, s := range published {
+	current := newestGenerations(published)
+	counterSets := map[string]map[string]resourceapi.CounterSet{} // driver/pool -> set name -> set
+	for _, s := range current {
 		for _, cs := range s.Spec.SharedCounters {
-			if counterSets[s.Spec.Pool.Name] == nil {
-				counterSets[s.Spec.Pool.Name] = map[string]resourceapi.CounterSet{}
+			pool := s.Spec.Driver + "/" + s.Spec.Pool.Name
+			if counterSets[pool] == nil {
+				counterSets[pool] = map[string]resourceapi.CounterSet{}
 			}
-			counterSets[s.Spec.Pool.Name][cs.Name] = cs
+			counterSets[pool][cs.Name] = cs
 		}
 	}
-	for _, s := range published {
-		node := ptr.Deref(s.Spec.NodeName, "")
-		if _, ok := v.shapes[node]; !ok && (shapes != nil || node == "") {
-			continue
-		}
-		for _, d := range s.Spec.Devices {
-			g := topology.Describe(s.Spec.Driver, node, d.Attributes)
-			dev := viewDevice{gpu: g, physical: g.Physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
-			if g.Partition {
-				dev.share = topology.PartitionShare(&d, counterSets[s.Spec.Pool.Name])
-			} else {
-				domain := g.NVLinkDomain
-				if domain == "" {
-					domain = "pcie"
-				}
-				v.nodes[node] = append(v.nodes[node], gpuEntry{g.Physical, domain})
-				if shapes == nil && v.shapes[node] == "" {
-					v.shapes[node] = model(d, s.Spec.Driver)
-				}
-			}
-			v.devices[s.Spec.Pool.Name+"/"+d.Name] = dev
+	for _, s := range current {
+		for i := range s.Spec.Devices {
+			v.add(s, &s.Spec.Devices[i], counterSets[s.Spec.Driver+"/"+s.Spec.Pool.Name], shapes == nil)
 		}
 	}
 	return v
 }
 
-// GPU is the device pool/device as the topology sees it.
-func (v FleetView) GPU(poolDevice string) (topology.GPU, bool) {
-	d, ok := v.devices[poolDevice]
+// add indexes one device of slice s, if it is a GPU or a partition of one
+// on a node the view keeps; label names nodes by their GPUs' product.
+func (v FleetView) add(s *resourceapi.ResourceSlice, d *resourceapi.Device, sets map[string]resourceapi.CounterSet, label bool) {
+	node := topology.DeviceNode(s, d)
+	if _, ok := v.shapes[node]; !ok && (!label || node == "") {
+		return
+	}
+	g := topology.Describe(s.Spec.Driver, node, d.Attributes)
+	if !g.Partition && !g.WholeGPU() {
+		return
+	}
+	key := DeviceKey(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
+	physical := key // a GPU that names no uuid is its own
+	if g.Physical != "" {
+		physical = s.Spec.Driver + "/" + node + "/" + g.Physical
+	}
+	dev := viewDevice{gpu: g, physical: physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
+	if g.Partition {
+		dev.share = topology.PartitionShare(d, sets)
+	} else {
+		domain := g.NVLinkDomain
+		if domain == "" {
+			domain = "pcie"
+		}
+		v.nodes[node] = append(v.nodes[node], gpuEntry{physical, domain})
+		if label && v.shapes[node] == "" {
+			v.shapes[node] = model(*d, s.Spec.Driver)
+		}
+	}
+	v.devices[key] = dev
+}
+
+// newestGenerations keeps the slices of each pool's newest generation.
+func newestGenerations(slices []resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	ptrs := make([]*resourceapi.ResourceSlice, len(slices))
+	for i := range slices {
+		ptrs[i] = &slices[i]
+	}
+	return topology.NewestGenerations(ptrs)
+}
+
+// GPU is the device named by DeviceKey as the topology sees it.
+func (v FleetView) GPU(key string) (topology.GPU, bool) {
+	d, ok := v.devices[key]
 	return d.gpu, ok
 }
 
 // Occupancy is each GPU's used share: whole devices count 1, MIG
 // partitions their memory slices, shares their compute percentage.
 func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUse {
-	used := map[string]float64{} // GPU uuid
+	used := map[string]float64{} // by physical GPU
 	for _, c := range claims {
 		if c.Status.Allocation == nil {
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
-			d, ok := v.devices[res.Pool+"/"+res.Device]
+			d, ok := v.devices[DeviceKey(res.Driver, res.Pool, res.Device)]
 			if !ok {
 				continue
 			}
@@ -117,7 +147,7 @@ func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUs
 				index[g.domain] = i
 				nu.Domains = append(nu.Domains, report.DomainUse{Name: g.domain})
 			}
-			nu.Domains[i].GPUs = append(nu.Domains[i].GPUs, min(1, used[g.uuid]))
+			nu.Domains[i].GPUs = append(nu.Domains[i].GPUs, min(1, used[g.physical]))
 		}
 		out = append(out, nu)
 	}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -40,19 +39,27 @@ type Device struct {
 	Taints []string
 }
 
-// Devices lists the devices of the slices (only those of node when not
-// empty) with their holders from the claims, ordered by node, group and
-// device name.
+// networkNode is the NODE of a device several nodes reach (a slice for
+// all nodes or a node selector), which is no one node's.
+const networkNode = "(network)"
+
+// Devices lists the devices of each pool's newest generation (only those
+// of node when not empty; a device's node is its slice's, or with
+// perDeviceNodeSelection its own) with their holders from the claims,
+// ordered by node, group and device name.
 func Devices(published []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, node string) []Device {
 	holders := holdersByDevice(claims)
 	var out []Device
-	for _, s := range published {
-		n := ptr.Deref(s.Spec.NodeName, "")
-		if node != "" && n != node {
-			continue
-		}
+	for _, s := range newestGenerations(published) {
 		for _, d := range s.Spec.Devices {
+			n := topology.DeviceNode(s, &d)
+			if node != "" && n != node {
+				continue
+			}
 			g := topology.Describe(s.Spec.Driver, n, d.Attributes)
+			if n == "" {
+				n = networkNode
+			}
 			out = append(out, Device{
 				Node: n, Pool: s.Spec.Pool.Name, Name: d.Name,
 				Group: group(g), Type: attr(d, s.Spec.Driver, contract.AttrType), Model: model(d, s.Spec.Driver),

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,4 +120,60 @@ func TestWriteClaimAllocationModes(t *testing.T) {
 			t.Errorf("claim written as %q, want %q", b.String(), want)
 		}
 	}
+}
+
+// A cluster with another driver beside gputopo's, a pool being
+// republished and devices placed per device: only the newest generation
+// counts, a device's node is its own under perDeviceNodeSelection (a
+// device for many nodes is "(network)"), and another driver's devices,
+// even with the same pool and device names, are neither held by
+// gputopo's claims nor GPUs to the report.
+func TestSeveralDrivers(t *testing.T) {
+	nic := slice("a", device("a-0", nil), device("a-1", nil))
+	nic.Spec.Driver = "nic.example.com"
+	old := slice("a", device("old-0", gpu("old", "nv")))
+	fresh := slice("a", device("a-0", gpu("a0", "nv")))
+	fresh.Spec.Pool.Generation = 1
+	perDevice := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", PerDeviceNodeSelection: ptr.To(true),
+		Pool: resourceapi.ResourcePool{Name: "fabric"}, Devices: []resourceapi.Device{device("f-0", gpu("f0", "")), device("f-1", gpu("f1", ""))}}}
+	perDevice.Spec.Devices[0].NodeName = ptr.To("a")
+	perDevice.Spec.Devices[1].AllNodes = ptr.To(true)
+	published := []resourceapi.ResourceSlice{nic, old, fresh, perDevice}
+	nicClaim := allocated("net", "nic", "p", resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: "nic.example.com", Pool: "a", Device: "a-0"})
+
+	ds := Devices(published, []resourceapi.ResourceClaim{nicClaim}, "a")
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.Pool+"/"+d.Name+" "+strings.Join(d.Holders, ","))
+	}
+	want := []string{"a/a-0 claim net/nic for pod net/p", "a/a-1 ", "a/a-0 ", "fabric/f-0 "}
+	if strings.Join(sortedCopy(got), "|") != strings.Join(sortedCopy(want), "|") {
+		t.Errorf("node a lists %q, want %q (newest generation, its own per-device GPU, NIC claim on the NIC only)", got, want)
+	}
+	for _, d := range Devices(published, nil, "") {
+		if d.Name == "f-1" && d.Node != networkNode {
+			t.Errorf("a device for all nodes is on node %q, want %q", d.Node, networkNode)
+		}
+	}
+
+	view := NewFleetView(published, nil)
+	use := view.Occupancy([]resourceapi.ResourceClaim{nicClaim})
+	gpus, used := 0, 0.0
+	for _, n := range use {
+		for _, dom := range n.Domains {
+			for _, u := range dom.GPUs {
+				gpus++
+				used += u
+			}
+		}
+	}
+	if gpus != 2 || used != 0 {
+		t.Errorf("occupancy: %d GPUs, %v used; want gputopo's 2 on node a (a-0, f-0), none used by the NIC claim", gpus, used)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	slices.Sort(out)
+	return out
 }

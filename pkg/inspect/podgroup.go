@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,8 +20,12 @@ import (
 // the PodGroup (get) and the namespace's pods (list).
 func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Builder, pod *v1.Pod, name string) {
 	pg, err := client.SchedulingV1beta1().PodGroups(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	if apierrors.IsNotFound(err) {
 		fmt.Fprintf(b, "pod group %s: %v (the scheduler waits for the PodGroup to exist)\n", name, err)
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(b, "pod group %s: %v\n", name, err)
 		return
 	}
 	pods, err := client.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{})

@@ -113,7 +113,7 @@ func claimLinkClass(view FleetView, claim resourceapi.ResourceClaim) (string, bo
 	}
 	var gpus []topology.GPU
 	for _, res := range claim.Status.Allocation.Devices.Results {
-		if g, ok := view.GPU(res.Pool + "/" + res.Device); ok && !g.Partition {
+		if g, ok := view.GPU(DeviceKey(res.Driver, res.Pool, res.Device)); ok && !g.Partition {
 			gpus = append(gpus, g)
 		}
 	}

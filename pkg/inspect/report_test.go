@@ -1,15 +1,22 @@
 package inspect
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/report"
@@ -117,4 +124,18 @@ func tableRows(t report.Table) map[string]string {
 		out[r[0]] = r[1]
 	}
 	return out
+}
+
+// A PodGroup the user may not read is not reported as one the scheduler
+// waits for.
+func TestPodGroupReadRefused(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("get", "podgroups", func(cgotesting.Action) (bool, apiruntime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "scheduling.k8s.io", Resource: "podgroups"}, "g", errors.New("no"))
+	})
+	var b strings.Builder
+	writeGroup(context.Background(), client, &b, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "p"}}, "g")
+	if out := b.String(); !strings.Contains(out, "forbidden") || strings.Contains(out, "waits for the PodGroup") {
+		t.Errorf("output %q, want the error without the note on a missing PodGroup", out)
+	}
 }

@@ -62,7 +62,7 @@ type indexedGPU struct {
 // IndexGPUs reads the slices for Count.
 func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 	x := &GPUIndex{}
-	for _, s := range newestGenerations(slices) {
+	for _, s := range NewestGenerations(slices) {
 		for di := range s.Spec.Devices {
 			d := &s.Spec.Devices[di]
 			node := DeviceNode(s, d)
@@ -123,8 +123,9 @@ func (n *NodeGPUs) addClique(id string) {
 	}
 }
 
-// newestGenerations keeps the slices of each pool's newest generation.
-func newestGenerations(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+// NewestGenerations keeps the slices of each pool's newest generation,
+// the only ones the allocator reads.
+func NewestGenerations(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 	type pool struct{ driver, name string }
 	newest := map[pool]int64{}
 	for _, s := range slices {

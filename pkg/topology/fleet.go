@@ -133,7 +133,7 @@ type fleetCandidate struct {
 // what is allocated. It costs O(devices × counters each consumes) and
 // allocates per GPU and per counter, never per pair.
 func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) FleetSummary {
-	current := newestGenerations(slices)
+	current := NewestGenerations(slices)
 
 	// Counters: what each set holds and what allocated devices consume.
 	sets := map[setKey]*counterSet{}

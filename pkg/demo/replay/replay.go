@@ -44,7 +44,7 @@ type PodRecord struct {
 	Seq                   int
 	GPUs                  float64
 	Node                  string
-	Devices               []string // pool/device
+	Devices               []string // inspect.DeviceKey: driver/pool/device
 	Bound, Left           bool
 	Reason                string // why it was pending at the end
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/inspect"
 )
 
 // settle waits until every pod of the namespace is bound or marked
@@ -85,7 +87,7 @@ func snapshot(ctx context.Context, client kubernetes.Interface, ns string, recor
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			devices[c.Name] = append(devices[c.Name], r.Pool+"/"+r.Device)
+			devices[c.Name] = append(devices[c.Name], inspect.DeviceKey(r.Driver, r.Pool, r.Device))
 		}
 	}
 	for _, p := range pods.Items {
