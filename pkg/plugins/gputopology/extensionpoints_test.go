@@ -547,6 +547,48 @@ func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
 	}
 }
 
+// Every claim unusable on the node is found, as upstream finds them, so
+// that PostFilter frees one nobody holds even when an earlier one is in
+// use by another pod: otherwise the pod would wait forever. But none is
+// marked where the pod's other claims cannot be allocated either (the
+// pod would not fit there anyway).
+func TestFilterFindsEveryUnusableClaim(t *testing.T) {
+	held := claim("held", 1).Allocation(allocatedOn("node-b", "gpu-0")).Obj()
+	held.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "q", UID: "uid-q"}}
+	for _, tc := range []struct {
+		name       string
+		claims     []string
+		deallocate string // "" for none
+	}{
+		{"held first, idle second", []string{"held", "idle"}, "idle"},
+		{"idle, and a claim no node can allocate", []string{"idle", "nine"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, objects{
+				nodes:   []*v1.Node{node("node-a")},
+				classes: []*resourceapi.DeviceClass{gpuClass},
+				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4), pairSlice("node-c", 4)},
+				claims: []*resourceapi.ResourceClaim{held.DeepCopy(), claim("idle", 1).Allocation(allocatedOn("node-c", "gpu-0")).Obj(),
+					claim("nine", 9).Obj()},
+			})
+			pod := podWithClaims("p", tc.claims...)
+			if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["node-a"]); status.Code() != fwk.UnschedulableAndUnresolvable {
+				t.Fatalf("Filter: %v, want unresolvable", status)
+			}
+			_, status := env.pl.PostFilter(env.tCtx, env.state, pod, nil)
+			for _, name := range []string{"held", "idle"} {
+				freed := env.storedClaim(name).Status.Allocation == nil
+				if want := name == tc.deallocate; freed != want {
+					t.Errorf("claim %s deallocated: %v, want %v (PostFilter: %v)", name, freed, want, status)
+				}
+			}
+		})
+	}
+}
+
 // A pod PreFilter rejected before reading its claims (one does not exist)
 // has nothing to free: PostFilter says Unschedulable, not an error, which
 // would end PostFilter before DefaultPreemption and fill the pod's

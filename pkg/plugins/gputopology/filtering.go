@@ -1,6 +1,7 @@
 package gputopology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -245,11 +246,22 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s cannot fit extended resource %s: it does not advertise it and no DeviceClass maps it", node.Name, name))
 		}
 	}
+	// As upstream: every claim unusable here is found, but marked for
+	// PostFilter to free only if the pod's other claims can be allocated
+	// on the node (it would not fit here anyway otherwise).
+	var unavailable []int
+	var why string
 	for i, claim := range s.claims {
 		if reason := pl.unavailableOn(node, s.availableOn[i], claim); reason != "" {
-			s.markUnavailable(i)
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+			unavailable = append(unavailable, i)
+			why = cmp.Or(why, reason)
 		}
+	}
+	unusable := func() *fwk.Status {
+		for _, i := range unavailable {
+			s.markUnavailable(i)
+		}
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	session := s.session
 	var variant *extendedVariant
@@ -261,6 +273,9 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		session = variant.session
 	}
 	if session == nil {
+		if len(unavailable) > 0 {
+			return unusable()
+		}
 		return nil
 	}
 	// Only allocations get a deadline and count in the allocation latency
@@ -303,6 +318,9 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	default:
 		logger.V(3).Info("Claims cannot be allocated", "pod", klog.KObj(pod), "node", klog.KObj(node), "err", err)
 		return fwk.AsStatus(err)
+	}
+	if len(unavailable) > 0 {
+		return unusable()
 	}
 	s.mu.Lock()
 	s.results[node.Name] = res
