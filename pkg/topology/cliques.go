@@ -15,8 +15,10 @@ type NodeGPUs struct {
 	// Clique is the cliqueID its GPUs publish; empty when they publish
 	// none or disagree.
 	Clique string
-	// Conflict lists the clique IDs when the node's GPUs publish more
-	// than one: a tray that disagrees with itself belongs to no clique.
+	// Conflict lists the clique IDs, "" for GPUs that publish none, when
+	// the node's GPUs do not all publish the same: a tray that disagrees
+	// with itself, or whose fabric holds only some of its GPUs, belongs
+	// to no clique (the node agent then removes its clique label too).
 	Conflict []string
 }
 
@@ -105,21 +107,21 @@ func (x *GPUIndex) Count(taken func(i int) bool) map[string]*NodeGPUs {
 	return out
 }
 
+// addClique counts the clique of one more of the node's GPUs, which n.GPUs
+// already counts ("" for a GPU in none).
 func (n *NodeGPUs) addClique(id string) {
-	if id == "" || slices.Contains(n.Conflict, id) {
-		return
-	}
 	switch {
-	case n.Clique == "" && len(n.Conflict) == 0:
+	case n.GPUs == 1:
 		n.Clique = id
-	case n.Clique == id:
-	default:
-		if n.Clique != "" {
-			n.Conflict = append(n.Conflict, n.Clique)
-			n.Clique = ""
+	case len(n.Conflict) > 0:
+		if !slices.Contains(n.Conflict, id) {
+			n.Conflict = append(n.Conflict, id)
+			slices.Sort(n.Conflict)
 		}
-		n.Conflict = append(n.Conflict, id)
+	case id != n.Clique:
+		n.Conflict = []string{n.Clique, id}
 		slices.Sort(n.Conflict)
+		n.Clique = ""
 	}
 }
 

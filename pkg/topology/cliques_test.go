@@ -56,6 +56,9 @@ func TestWholeGPUsByNode(t *testing.T) {
 			}}},
 		// A uuid that t0's taken gpu-1 has too: another node's GPU, free.
 		tray("t4", 1, map[string][]any{"gpu-0": gpuAttrs("u1", "")}),
+		// A tray whose fabric holds only some of its GPUs is in no clique,
+		// as the node agent sees it: a pod there could get a GPU outside.
+		tray("t5", 1, map[string][]any{"gpu-0": gpuAttrs("z0", "c.5"), "gpu-1": gpuAttrs("z1", "")}),
 	}
 	taken := func(driver, pool, device string) bool {
 		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
@@ -67,6 +70,7 @@ func TestWholeGPUsByNode(t *testing.T) {
 		"t2": {GPUs: 1, Free: 1},
 		"t3": {GPUs: 2, Free: 2, Clique: "c.3"},
 		"t4": {GPUs: 1, Free: 1},
+		"t5": {GPUs: 2, Free: 2, Conflict: []string{"", "c.5"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WholeGPUsByNode (-want +got):\n%s", diff)

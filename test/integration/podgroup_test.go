@@ -281,7 +281,7 @@ func TestPodGroupsBadInputAndRestart(t *testing.T) {
 	c.podGroup(ns, "huge", 20)
 	huge := c.groupPods(ns, "huge", "gputopo-scheduler", "f", 0, 20)
 	c.waitFor("huge's reason", 60*time.Second, func() (bool, error) {
-		return strings.Contains(c.schedulingMessage(ns, huge[0]), "needs at least 80 free GPUs in one "+contract.LabelClique+" domain; the most free in one is 72"), nil
+		return strings.Contains(c.schedulingMessage(ns, huge[0]), "needs at least 80 free GPUs in one "+contract.LabelClique+" domain; the most free in one is 72, and the largest holds 72 GPUs in all"), nil
 	})
 	// A gang that never fills: 3 of 4 pods. The in-tree GangScheduling
 	// plugin keeps them out of the queue (PreEnqueue) until the fourth

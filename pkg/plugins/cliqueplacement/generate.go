@@ -207,12 +207,12 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 // unknown).
 func candidates(domains []*domain, key string, need demand, pinned, selected, claimed string) ([]*domain, *fwk.Status) {
 	var out []*domain
-	most, mostPlaces := -1, 0
+	most, mostPlaces, largest := -1, 0, 0
 	for _, d := range domains {
 		if (pinned != "" && d.name != pinned) || (selected != "" && d.name != selected) || (claimed != "" && d.name != claimed) {
 			continue
 		}
-		most = max(most, d.free)
+		most, largest = max(most, d.free), max(largest, d.gpus)
 		enough := d.free >= need.gpus
 		places := need.places(d.nodeFree)
 		if enough {
@@ -250,6 +250,9 @@ func candidates(domains []*domain, key string, need demand, pinned, selected, cl
 	case most >= need.gpus:
 		// Enough GPUs, too few on single nodes (trays half used).
 		msg += fmt.Sprintf(", %d pods of at least %d on one node each; the most such pods one holds is %d", need.pods, need.smallest, mostPlaces)
+	case largest < need.gpus:
+		// It will not fit when the fleet empties either.
+		msg += fmt.Sprintf("; the most free in one is %d, and the largest holds %d GPUs in all: lower the gang's minCount or drop the topology constraint", most, largest)
 	default:
 		msg += fmt.Sprintf("; the most free in one is %d", most)
 	}

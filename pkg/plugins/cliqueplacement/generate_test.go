@@ -204,7 +204,7 @@ func TestCandidatesNeedRoomOnSingleNodes(t *testing.T) {
 }
 
 func TestCandidatesAndBestFit(t *testing.T) {
-	doms := []*domain{{name: "a", free: 72}, {name: "b", free: 8}, {name: "c", free: 40}, {name: "d", free: 16}, {name: "e", unknownGPUs: true}}
+	doms := []*domain{{name: "a", gpus: 72, free: 72}, {name: "b", gpus: 72, free: 8}, {name: "c", gpus: 72, free: 40}, {name: "d", gpus: 72, free: 16}, {name: "e", unknownGPUs: true}}
 	tests := []struct {
 		name             string
 		need             int
@@ -224,6 +224,8 @@ func TestCandidatesAndBestFit(t *testing.T) {
 		{name: "selected unknown", need: 4, selected: "x", max: 4, wantErr: "the pod group's pods select nvidia.com/gpu.clique x, and no node they may run on is in it"},
 		{name: "claimed", need: 4, claimed: "a", max: 1, want: []string{"a"}},
 		{name: "claimed without room", need: 48, claimed: "c", max: 4, wantErr: "needs at least 48 free GPUs in nvidia.com/gpu.clique c, where its allocated claims' devices are; the most free in one is 40"},
+		// Larger than any clique: it never fits, which the message says.
+		{name: "larger than any", need: 80, pinned: "c", max: 4, wantErr: "the most free in one is 40, and the largest holds 72 GPUs in all: lower the gang's minCount or drop the topology constraint"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
