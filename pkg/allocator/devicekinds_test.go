@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // nicSlice: another driver's NICs on the node, publishing only the
-// standard PCIe root and NUMA node, as RDMA NIC drivers do.
+// standard PCIe root and NUMA node, as RDMA NIC drivers do; every other
+// one shares its bandwidth (consumable capacity).
 func nicSlice(nodeName string, n int) *resourceapi.ResourceSlice {
 	s := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-nics"},
@@ -23,10 +25,15 @@ func nicSlice(nodeName string, n int) *resourceapi.ResourceSlice {
 		},
 	}
 	for i := range n {
-		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("nic-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		d := resourceapi.Device{Name: fmt.Sprintf("nic-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"resource.kubernetes.io/pcieRoot": str(fmt.Sprintf("pci0000:%02x", i)),
 			"resource.kubernetes.io/numaNode": num(int64(i / 2)),
-		}})
+		}}
+		if i%2 == 1 {
+			d.AllowMultipleAllocations = ptr.To(true)
+			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bandwidth": {Value: resource.MustParse("200G")}}
+		}
+		s.Spec.Devices = append(s.Spec.Devices, d)
 	}
 	return s
 }

@@ -104,7 +104,7 @@ type roles struct {
 	groups    *topology.Groups
 	// bestClass[n] is the best class n of the whole GPUs can have.
 	bestClass []topology.LinkClass
-	shared    []int // allow-multiple devices with capacity
+	shared    []int // whole GPUs that allow multiple allocations, with capacity
 	exclusive []int // whole GPUs that are not shared devices
 	counted   []int // pools with shared counters
 }
@@ -118,7 +118,7 @@ func (v *nodeView) roles() *roles {
 				v.role.wholeGPUs = append(v.role.wholeGPUs, i)
 				gpus = append(gpus, g)
 			}
-			if d.multi && len(d.api.Capacity) > 0 {
+			if d.multi && len(d.api.Capacity) > 0 && g.WholeGPU() {
 				v.role.shared = append(v.role.shared, i)
 			} else if g.WholeGPU() {
 				v.role.exclusive = append(v.role.exclusive, i)

@@ -99,14 +99,20 @@ type setKey struct {
 	driver, pool, set string
 }
 
-// counterSet is what one counter set holds and what is consumed of it.
-// Amounts are floats: exact for integers up to 2^53 (memory in bytes up
-// to 8 PiB), and a counter beyond int64's milli-units (10P) does not
-// wrap, as MilliValue would, to nothing. The gauges only compare them.
+// counterSet is what one counter set holds and what is consumed of it,
+// summed exactly (resource.Quantity): MilliValue would wrap a counter
+// past int64's milli-units (10P) to nothing, floats miss 100m + 200m.
 type counterSet struct {
-	capacity, consumed map[string]float64
+	capacity, consumed map[string]resource.Quantity
 	// extra: per MIG profile, what the instances counted so far take.
-	extra map[string]map[string]float64
+	extra map[string]map[string]resource.Quantity
+}
+
+// add adds q to m[name], whose sums only add ever writes.
+func add(m map[string]resource.Quantity, name string, q resource.Quantity) {
+	sum := m[name].DeepCopy()
+	sum.Add(q)
+	m[name] = sum
 }
 
 // fleetGPU is one whole GPU while the summary is built.
@@ -141,9 +147,9 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	for _, s := range current {
 		devices += len(s.Spec.Devices)
 		for _, cs := range s.Spec.SharedCounters {
-			set := &counterSet{capacity: make(map[string]float64, len(cs.Counters)), consumed: map[string]float64{}}
+			set := &counterSet{capacity: make(map[string]resource.Quantity, len(cs.Counters)), consumed: map[string]resource.Quantity{}}
 			for name, c := range cs.Counters {
-				set.capacity[name] = c.Value.AsApproximateFloat64()
+				set.capacity[name] = c.Value
 			}
 			sets[setKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = set
 		}
@@ -189,7 +195,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 				for _, c := range d.ConsumesCounters {
 					if set := sets[setKey{driver, pool, c.CounterSet}]; set != nil {
 						for name, q := range c.Counters {
-							set.consumed[name] += q.Value.AsApproximateFloat64()
+							add(set.consumed, name, q.Value)
 						}
 					}
 				}
@@ -329,7 +335,13 @@ func (c fleetCandidate) fits(profile string) bool {
 		extra := set.extra[profile] // nil without profile
 		for name, q := range cc.Counters {
 			have, ok := set.capacity[name]
-			if !ok || set.consumed[name]+extra[name]+q.Value.AsApproximateFloat64() > have {
+			if !ok {
+				return false
+			}
+			need := set.consumed[name].DeepCopy() // Add changes a Quantity's shared decimal
+			need.Add(extra[name])
+			need.Add(q.Value)
+			if need.Cmp(have) > 0 {
 				return false
 			}
 		}
@@ -342,15 +354,15 @@ func (c fleetCandidate) take(profile string) {
 	for i, cc := range c.dev.ConsumesCounters {
 		set := c.sets[i]
 		if set.extra == nil {
-			set.extra = map[string]map[string]float64{}
+			set.extra = map[string]map[string]resource.Quantity{}
 		}
 		e := set.extra[profile]
 		if e == nil {
-			e = map[string]float64{}
+			e = map[string]resource.Quantity{}
 			set.extra[profile] = e
 		}
 		for name, q := range cc.Counters {
-			e[name] += q.Value.AsApproximateFloat64()
+			add(e, name, q.Value)
 		}
 	}
 }

@@ -317,3 +317,25 @@ func TestSummarizeFleetHugeCounters(t *testing.T) {
 		t.Errorf("placeable halves of a 10P counter set: %d, want 2", got)
 	}
 }
+
+// Milli counters add exactly: a 300m set holds 100m and 200m.
+func TestSummarizeFleetMilliCounters(t *testing.T) {
+	counter := func(q string) map[string]resourceapi.Counter {
+		return map[string]resourceapi.Counter{"c": {Value: resource.MustParse(q)}}
+	}
+	var devices []resourceapi.Device
+	for i, q := range []string{"100m", "200m"} {
+		devices = append(devices, resourceapi.Device{
+			Name: fmt.Sprintf("part-%d", i), Attributes: attrs("type", "mig", "parentUUID", "u0", "profile", "p"+q),
+			ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: "set", Counters: counter(q)}},
+		})
+	}
+	slices := []*resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{
+		Driver: testDriver, NodeName: ptr.To("n0"), Pool: resourceapi.ResourcePool{Name: "n0", Generation: 1, ResourceSliceCount: 1},
+		Devices: devices, SharedCounters: []resourceapi.CounterSet{{Name: "set", Counters: counter("300m")}},
+	}}}
+	used := exclusive("n0/part-0")
+	if got := SummarizeFleet(slices, used.usage).MIGPlaceable["p200m"]; got != 1 {
+		t.Errorf("200m partitions placeable next to an allocated 100m in a 300m set: %d, want 1", got)
+	}
+}

@@ -49,10 +49,13 @@ func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *O
 		if len(p.Devices) >= 2 && (p.Bound || p.Left) {
 			var set []topology.GPU
 			for _, d := range p.Devices {
-				g, _ := v.GPU(d)
-				set = append(set, g)
+				if g, ok := v.GPU(d); ok { // not another kind of device
+					set = append(set, g)
+				}
 			}
-			r.LinkClasses[topology.WorstPair(set).String()]++
+			if len(set) >= 2 {
+				r.LinkClasses[topology.WorstPair(set).String()]++
+			}
 		}
 	}
 	if out.Duration > 0 {

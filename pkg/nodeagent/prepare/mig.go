@@ -97,8 +97,8 @@ func migUUID(gpu nvml.Device, gi, ci uint32) (string, error) {
 	}
 	for i := range n {
 		mig, ret := gpu.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND {
-			continue
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue // no MIG device at this index, as NVIDIA's go-nvlib reads it
 		}
 		if ret != nvml.SUCCESS {
 			return "", fmt.Errorf("MIG device %d: %s", i, nvml.ErrorString(ret))
@@ -185,7 +185,7 @@ func (p *Preparer) forgetGoneInstances(ctx context.Context, c Claim) bool {
 			continue
 		}
 		klog.FromContext(ctx).Info("MIG instance of a claim is gone (reboot or GPU reset): creating it again", "claim", claimRef(c), "device", d.Device, "gi", m.GI)
-		m.GI, m.CI, m.Created, m.Creating, m.Identity = 0, 0, false, false, nil
+		m.GI, m.CI, m.Created, m.Creating, m.Identity, m.UUID = 0, 0, false, false, nil, ""
 		gone = true
 	}
 	return gone
