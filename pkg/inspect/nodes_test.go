@@ -157,17 +157,7 @@ func TestSeveralDrivers(t *testing.T) {
 	}
 
 	view := NewFleetView(published, nil)
-	use := view.Occupancy([]resourceapi.ResourceClaim{nicClaim})
-	gpus, used := 0, 0.0
-	for _, n := range use {
-		for _, dom := range n.Domains {
-			for _, u := range dom.GPUs {
-				gpus++
-				used += u
-			}
-		}
-	}
-	if gpus != 2 || used != 0 {
+	if gpus, used := gpuUse(view.Occupancy([]resourceapi.ResourceClaim{nicClaim})); gpus != 2 || used != 0 {
 		t.Errorf("occupancy: %d GPUs, %v used; want gputopo's 2 on node a (a-0, f-0), none used by the NIC claim", gpus, used)
 	}
 }

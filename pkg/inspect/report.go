@@ -124,19 +124,24 @@ func claimLinkClass(view FleetView, claim resourceapi.ResourceClaim) (string, bo
 }
 
 func unallocatedPercent(nodes []report.NodeUse) float64 {
-	total, used := 0, 0.0
-	for _, n := range nodes {
-		for _, d := range n.Domains {
-			for _, u := range d.GPUs {
-				total++
-				used += u
-			}
-		}
-	}
+	total, used := gpuUse(nodes)
 	if total == 0 {
 		return 0
 	}
 	return 100 * (1 - used/float64(total))
+}
+
+// gpuUse counts the GPUs of the occupancy and their used shares.
+func gpuUse(nodes []report.NodeUse) (gpus int, used float64) {
+	for _, n := range nodes {
+		for _, d := range n.Domains {
+			for _, u := range d.GPUs {
+				gpus++
+				used += u
+			}
+		}
+	}
+	return gpus, used
 }
 
 // ClaimUsage is what the claims' allocations hold of each device, for
