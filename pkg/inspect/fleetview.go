@@ -73,9 +73,9 @@ func (v FleetView) add(s *resourceapi.ResourceSlice, d *resourceapi.Device, sets
 		return
 	}
 	key := DeviceKey(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
-	physical := key // a GPU that names no uuid is its own
-	if g.Physical != "" {
-		physical = s.Spec.Driver + "/" + node + "/" + g.Physical
+	physical := topology.PhysicalKey(s.Spec.Driver, node, g.Physical)
+	if physical == "" {
+		physical = key // a GPU that names no uuid is its own
 	}
 	dev := viewDevice{gpu: g, physical: physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
 	if g.Partition {

@@ -71,7 +71,7 @@ func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 			i := len(x.Devices)
 			x.Devices = append(x.Devices, DeviceRef{s.Spec.Driver, s.Spec.Pool.Name, d.Name})
 			g := Describe(s.Spec.Driver, node, d.Attributes)
-			x.physical = append(x.physical, physicalKey(s.Spec.Driver, node, g.Physical))
+			x.physical = append(x.physical, PhysicalKey(s.Spec.Driver, node, g.Physical))
 			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); node != "" && ok && typ.StringValue != nil && *typ.StringValue == contract.TypeGPU {
 				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique})
 			}

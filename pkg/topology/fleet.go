@@ -181,7 +181,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 				continue
 			}
 			desc := Describe(driver, node, d.Attributes)
-			physical := physicalKey(driver, node, desc.Physical)
+			physical := PhysicalKey(driver, node, desc.Physical)
 			if physical == "" && typ == contract.TypeGPU {
 				physical = driver + "/" + pool + "/device:" + d.Name
 			}

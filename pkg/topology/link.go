@@ -153,10 +153,10 @@ func DeviceNode(s *resourceapi.ResourceSlice, d *resourceapi.Device) string {
 	return ""
 }
 
-// physicalKey names a physical GPU fleet-wide: its driver and node with
+// PhysicalKey names a physical GPU fleet-wide: its driver and node with
 // the uuid (or parentUUID) it publishes, which only that driver on that
 // node need keep unique. "" for a device that names none.
-func physicalKey(driver, node, physical string) string {
+func PhysicalKey(driver, node, physical string) string {
 	if physical == "" {
 		return ""
 	}

@@ -66,35 +66,39 @@ type extendedVariant struct {
 func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMemory }
 
 // draExtendedResources returns the extended resources the pod asks for
-// that a DeviceClass maps to DRA, with their class; nil when none or
-// with the DRAExtendedResource gate off (NodeResourcesFit then counts
-// them as device plugin resources).
-func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) map[v1.ResourceName]string {
+// that a DeviceClass maps to DRA, with their class, and, sorted, the
+// others no class maps (unbacked); nil when none or with the
+// DRAExtendedResource gate off (NodeResourcesFit then counts them as
+// device plugin resources).
+func (pl *GPUTopology) draExtendedResources(pod *v1.Pod) (classOf map[v1.ResourceName]string, unbacked []v1.ResourceName) {
 	if !pl.fts.EnableDRAExtendedResource {
-		return nil
+		return nil, nil
 	}
 	resolver := pl.draManager.DeviceClassResolver()
 	if resolver == nil {
-		return nil
+		return nil, nil
 	}
-	var out map[v1.ResourceName]string
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 		if q.IsZero() || !schedutil.IsDRAExtendedResourceName(name) {
 			continue
 		}
-		if class := resolver.GetDeviceClass(name); class != nil {
-			if out == nil {
-				out = map[v1.ResourceName]string{}
-			}
-			out[name] = class.Name
+		class := resolver.GetDeviceClass(name)
+		if class == nil {
+			unbacked = append(unbacked, name)
+			continue
 		}
+		if classOf == nil {
+			classOf = map[v1.ResourceName]string{}
+		}
+		classOf[name] = class.Name
 	}
-	return out
+	slices.Sort(unbacked)
+	return classOf, unbacked
 }
 
 // preFilterExtended finds the claim an earlier cycle left for the pod,
 // or makes the in-memory one.
-func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceName]string) (*extendedState, error) {
+func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceName]string, unbacked []v1.ResourceName) (*extendedState, error) {
 	if len(classOf) == 0 {
 		return nil, nil
 	}
@@ -103,7 +107,7 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	names := slices.Sorted(maps.Keys(classOf))
-	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), unbacked: unbackedExtendedResources(pod, classOf), variants: map[string]*extendedVariant{}}
+	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), unbacked: unbacked, variants: map[string]*extendedVariant{}}
 	if old := extendedClaimOf(pod, claims); old != nil {
 		e.claim = old
 		return e, nil
@@ -122,19 +126,6 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 		},
 	}
 	return e, nil
-}
-
-// unbackedExtendedResources lists, sorted, the extended resources the pod
-// asks for that no DeviceClass maps (classOf holds those that one does).
-func unbackedExtendedResources(pod *v1.Pod, classOf map[v1.ResourceName]string) []v1.ResourceName {
-	var out []v1.ResourceName
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-		if _, backed := classOf[name]; !backed && !q.IsZero() && schedutil.IsDRAExtendedResourceName(name) {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // unservedOn names an extended resource of the pod that the node cannot

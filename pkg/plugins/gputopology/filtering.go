@@ -29,7 +29,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	classOf := pl.draExtendedResources(pod)
+	classOf, unbacked := pl.draExtendedResources(pod)
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
 	if len(pod.Spec.ResourceClaims) == 0 && len(classOf) == 0 {
@@ -39,7 +39,7 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	ext, err := pl.preFilterExtended(pod, classOf)
+	ext, err := pl.preFilterExtended(pod, classOf, unbacked)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

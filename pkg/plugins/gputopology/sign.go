@@ -16,7 +16,7 @@ func (pl *GPUTopology) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragme
 	if st := refuseClaims(pod); st != nil {
 		return nil, st
 	}
-	if len(pl.draExtendedResources(pod)) > 0 {
+	if classOf, _ := pl.draExtendedResources(pod); len(classOf) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with DRA extended resources are not signable")
 	}
 	return nil, nil
