@@ -128,13 +128,14 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir),
 			StatePath: filepath.Join(o.PluginDir, "health.json")})}
 	a.withholdForeignInstances(logger)
-	if err := a.monitor.Restore(ctx); err != nil {
-		logger.Error(err, "GPU health taints from before this start are lost; starting afresh")
-	}
+	restoreErr := a.monitor.Restore(ctx)
 	if err := awaitSliceAccess(ctx, o.KubeClient, o.Config.DriverName, o.NodeName, time.Second, 30*time.Second); err != nil {
 		cancel(err)
 		preparer.Close()
 		return nil, err
+	}
+	if restoreErr != nil {
+		a.adoptPublishedTaints(ctx, restoreErr)
 	}
 	uid, err := nodeUID(ctx, o)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/atomicfile"
@@ -104,6 +105,31 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	}
 	m.saved, _ = m.encode()
 	return nil
+}
+
+// Adopt takes up the taints the GPUs' published devices carry, by GPU
+// UUID, for when the state file could not be read: the API server keeps
+// the node's slices while the agent restarts, so they are the other record
+// of the taints. A NoExecute taint other than a lost GPU's is taken for a
+// fatal Xid's and waits for evidence of recovery; the quiet period of
+// every adopted taint starts now. GPUs this run does not see are skipped.
+func (m *Monitor) Adopt(ctx context.Context, taints map[string]resources.Taint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.Now()
+	for uuid, t := range taints {
+		s, ok := m.gpus[uuid]
+		if !ok || s.taint != nil {
+			continue
+		}
+		s.taint = &t
+		s.last = now
+		if t.Effect == resourceapi.DeviceTaintEffectNoExecute && t.Value != lostValue {
+			s.fatalXid()
+		}
+		klog.FromContext(ctx).Info("GPU taint taken up from the published slices", "uuid", uuid, "reason", t.Value, "effect", t.Effect, "since", t.Since)
+	}
+	m.save(ctx)
 }
 
 // save writes the state when it changed. Callers hold m.mu.

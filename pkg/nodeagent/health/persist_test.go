@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
+	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
 // restart starts a new monitor on the same GPUs, state file and clock,
@@ -93,6 +94,57 @@ func TestUnreadableHealthState(t *testing.T) {
 	f.xid(0, 48)
 	f.restart(Options{StatePath: path})
 	f.want(0, noExecute, "the state is written afresh")
+}
+
+// The state file was unreadable, so the agent takes up the taints its
+// slices carry: a fatal Xid's waits for evidence of recovery (here, with
+// fatalRecovery "operator", for the operator), a lost GPU's and a
+// NoSchedule taint lift after recoverAfter from now, and the state is
+// written afresh with them.
+func TestAdoptedTaints(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "health.json")
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{StatePath: path, AckDir: filepath.Join(dir, "ack")}
+	o.Policy = config.Default().Health
+	o.Policy.FatalRecovery = config.RecoverByOperator
+	f := newFixture(t, o)
+	if err := f.m.Restore(f.ctx); err == nil {
+		t.Fatal("Restore of an unreadable state: no error")
+	}
+	since := f.now.Add(-time.Hour)
+	f.m.Adopt(f.ctx, map[string]resources.Taint{
+		f.uuids[1]:  {Value: "xid-48", Effect: noExecute, Since: since},
+		f.uuids[2]:  {Value: lostValue, Effect: noExecute, Since: since},
+		f.uuids[3]:  {Value: "xid-92", Effect: noSchedule, Since: since},
+		"GPU-other": {Value: "xid-48", Effect: noExecute, Since: since},
+	})
+	f.want(0, untainted, "adopted")
+	f.want(1, noExecute, "adopted")
+	f.want(2, noExecute, "adopted")
+	f.want(3, noSchedule, "adopted")
+	if got := f.m.Taints()[f.uuids[1]]; got.Value != "xid-48" || !got.Since.Equal(since) {
+		t.Errorf("adopted taint %+v, want xid-48 since %v", got, since)
+	}
+	f.after(4 * time.Minute)
+	f.want(3, noSchedule, "4m after adopting: the quiet period starts at the restart")
+	f.after(2 * time.Minute)
+	f.want(1, noExecute, "6m later: waits for the operator")
+	f.want(2, untainted, "6m later, answering")
+	f.want(3, untainted, "6m later")
+
+	f.restart(o)
+	f.want(1, noExecute, "restarted: the adopted taint was saved")
+	if err := os.MkdirAll(o.AckDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.AckDir, f.uuids[1]), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.after(5 * time.Minute)
+	f.want(1, untainted, "acknowledged")
 }
 
 // The agent restarts while a GPU cannot be described (left out at

@@ -48,13 +48,16 @@ func (m *Monitor) answers(uuid string) (nvml.Device, bool) {
 	return d, true
 }
 
+// lostValue is the taint value of a GPU that no longer answers.
+const lostValue = "lost"
+
 func (m *Monitor) lost(ctx context.Context, uuid string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s, ok := m.gpus[uuid]; ok {
 		s.evidence.lost = true
 	}
-	m.report(ctx, uuid, "lost", resourceapi.DeviceTaintEffectNoExecute)
+	m.report(ctx, uuid, lostValue, resourceapi.DeviceTaintEffectNoExecute)
 }
 
 func (m *Monitor) recover(ctx context.Context, uuid string, d nvml.Device) {
