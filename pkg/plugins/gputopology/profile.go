@@ -3,6 +3,7 @@ package gputopology
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -20,20 +21,43 @@ type pluginLister interface {
 // checkProfile refuses a profile that enables DynamicResources next to
 // GPUTopology: both would reserve and write the same claims (the API
 // server then rejects the second reservation and the pod never binds).
-// The list of a profile's plugins is complete only after every plugin's
-// New, so EventsToRegister, which kube-scheduler calls while it builds
-// the scheduler, runs this check: the scheduler does not start.
+// It also refuses GPUTopology at only some of the extension points that
+// allocate: Filter alone fails every pod (PreFilter's state is missing),
+// and without Reserve or PreBind a pod binds with its claim unallocated
+// or its devices stay in flight. The list of a profile's plugins is
+// complete only after every plugin's New, so EventsToRegister, which
+// kube-scheduler calls while it builds the scheduler, runs this check:
+// the scheduler does not start.
 func checkProfile(fh fwk.Handle) error {
 	lister, ok := fh.(pluginLister)
 	if !ok {
 		return nil // not kube-scheduler's framework: nothing to compare with
 	}
 	p := lister.ListPlugins()
-	for _, set := range []schedconfig.PluginSet{p.PreFilter, p.Filter, p.Reserve, p.PreBind} {
-		if slices.ContainsFunc(set.Enabled, func(pl schedconfig.Plugin) bool { return pl.Name == inTreeDRA }) {
+	points := []struct {
+		name string
+		set  schedconfig.PluginSet
+	}{{"preFilter", p.PreFilter}, {"filter", p.Filter}, {"reserve", p.Reserve}, {"preBind", p.PreBind}}
+	var missing []string
+	for _, point := range points {
+		if enables(point.set, inTreeDRA) {
 			return fmt.Errorf("profile %q enables both %s and %s, which would both allocate the same ResourceClaims: disable %s in this profile",
 				fh.ProfileName(), Name, inTreeDRA, inTreeDRA)
 		}
+		if !enables(point.set, Name) {
+			missing = append(missing, point.name)
+		}
+	}
+	// A framework whose profile lists the plugin nowhere built it by hand
+	// (tests, the demo's replay); it has no points to compare.
+	if len(missing) > 0 && slices.Contains(p.Names(), Name) {
+		return fmt.Errorf("profile %q enables %s at only some of the extension points that allocate claims (not at %s): enable it at preFilter, filter, reserve and preBind, or through multiPoint",
+			fh.ProfileName(), Name, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// enables says whether the set enables the plugin.
+func enables(set schedconfig.PluginSet, plugin string) bool {
+	return slices.ContainsFunc(set.Enabled, func(pl schedconfig.Plugin) bool { return pl.Name == plugin })
 }

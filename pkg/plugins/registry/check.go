@@ -12,6 +12,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/gputopo/gputopo/pkg/plugins/consumable"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/plugins/partitionable"
 )
 
@@ -24,6 +25,8 @@ import (
 //   - args for one of gputopo's plugins in a profile that does not
 //     enable it (they configure nothing there: the profile that runs it
 //     takes its defaults), or any args for a plugin that takes none;
+//   - GPUConsumable or GPUPartitionable without GPUTopology, whose
+//     measure they read;
 //   - a negative score weight for one of gputopo's plugins, which would
 //     turn "the best placement" into "the worst".
 func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
@@ -45,6 +48,13 @@ func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
 					"profile %s does not enable this plugin, so these args configure nothing: move them to the profile that enables it", p.SchedulerName)))
 			case takesNoArgs[pc.Name] && pc.Args != nil:
 				errs = append(errs, field.Forbidden(at.Child("args"), pc.Name+" takes no args: its weight is the profile's plugin weight, and it reads what GPUTopology chose"))
+			}
+		}
+		for _, scorer := range []string{consumable.Name, partitionable.Name} {
+			if enabled[scorer] && !enabled[gputopology.Name] {
+				errs = append(errs, field.Invalid(path.Child("plugins"), scorer, fmt.Sprintf(
+					"%s scores nodes by what %s measures, so without it in profile %s every node scores the same: enable %s there too",
+					scorer, gputopology.Name, p.SchedulerName, gputopology.Name)))
 			}
 		}
 		for _, set := range []struct {

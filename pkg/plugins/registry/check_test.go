@@ -36,8 +36,13 @@ func TestCheckConfig(t *testing.T) {
 		profile: "  pluginConfig:\n  - name: GPUTopology\n    args: {packing: {enabled: false}}\n",
 		want:    []string{`profiles[0].pluginConfig[0].name: Invalid value: "GPUTopology": profile gputopo-scheduler does not enable this plugin`},
 	}, {
-		name:    "enabled at one extension point only",
+		name:    "args for a plugin enabled outside multiPoint (that it runs at every point it needs is the plugin's own check)",
 		profile: "  plugins:\n    filter:\n      enabled:\n      - {name: GPUTopology}\n  pluginConfig:\n  - name: GPUTopology\n    args: {linkClassCost: 2}\n",
+	}, {
+		name:    "a scorer without the plugin whose measure it reads",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUConsumable}\n    score:\n      enabled:\n      - {name: GPUPartitionable}\n",
+		want: []string{`profiles[0].plugins: Invalid value: "GPUConsumable": GPUConsumable scores nodes by what GPUTopology measures`,
+			`profiles[0].plugins: Invalid value: "GPUPartitionable"`},
 	}, {
 		name:    "args for a plugin that takes none would be ignored",
 		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUConsumable}\n  pluginConfig:\n  - name: GPUConsumable\n    args: {weight: 50}\n",
