@@ -90,7 +90,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 			return fwk.AsStatus(err)
 		}
 		s.claims[i] = updated
-		written(updated.UID)
+		written(claim.UID)
 	}
 	if ext != nil && res != nil {
 		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
@@ -128,6 +128,12 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("get resourceclaim %s after conflict: %w", klog.KObj(claim), err)
+			}
+			// Recreated under the same name: this cycle's allocation was
+			// made for the old claim's requests, and its in-flight entry
+			// is under the old UID, which Unreserve drops.
+			if latest.UID != claim.UID {
+				return fmt.Errorf("resourceclaim %s was deleted and made again in the meantime", klog.KObj(claim))
 			}
 			claim = latest
 		}
