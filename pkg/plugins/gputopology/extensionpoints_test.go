@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -392,6 +393,53 @@ func TestPreBindPartialWrite(t *testing.T) {
 	}
 }
 
+// A claim deleted and made again under the same name between Reserve and
+// PreBind is not written: the allocation was made for the old claim's
+// requests. PreBind fails, and Unreserve drops the old claim's in-flight
+// devices (keyed by its UID), which would otherwise stay taken for as long
+// as the scheduler runs.
+func TestPreBindRecreatedClaim(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 2)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 1).Obj()},
+	})
+	pod := podWithClaims("p", "c")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	oldUID := env.storedClaim("c").UID
+	claims := env.client.ResourceV1().ResourceClaims(ns)
+	if err := claims.Delete(env.tCtx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Create(env.tCtx, claim("c", 1).Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if env.storedClaim("c").UID == oldUID {
+		t.Fatal("the recreated claim kept its UID")
+	}
+	// As the API server: an update of the old object conflicts.
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
+	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		obj := a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim)
+		if stored, err := env.client.Tracker().Get(gvr, ns, obj.Name); err == nil && stored.(*resourceapi.ResourceClaim).UID != obj.UID {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.Name, errors.New("UID precondition"))
+		}
+		return false, nil, nil
+	})
+	wantStatus(t, "PreBind of a recreated claim", env.pl.PreBind(env.tCtx, cs, pod, "node-a"), fwk.Error, "deleted and made again")
+	if c := env.storedClaim("c"); c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0 {
+		t.Errorf("the recreated claim was written: %+v", c.Status)
+	}
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(oldUID) != nil {
+		t.Error("the old claim's devices are still in flight after Unreserve")
+	}
+}
+
 // PreBind stamps a new allocation's time as the in-tree plugin does, only
 // while binding conditions are on; an allocation made elsewhere is left as
 // it is (the API server refuses changes to it).
@@ -687,7 +735,7 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 		nodes:   []*v1.Node{node("node-a")},
 		classes: []*resourceapi.DeviceClass{gpuClass},
 		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
+		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj(), claim("other", 2).Obj()},
 	})
 	pod := podWithClaims("p", "two")
 	learned := env.pl.learner.Observed
@@ -719,5 +767,33 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 	}
 	if n := learned() - before; n != 1 {
 		t.Errorf("%v requests learned once the pod bound, want 1", n)
+	}
+
+	// As kube-scheduler 1.37 does it: every trial is undone, and the
+	// chosen placement reserved again outside the group cycle on the
+	// pod's state, then bound.
+	pod = podWithClaims("q", "other")
+	before = learned()
+	cs = framework.NewCycleState()
+	cs.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+		t.Fatalf("Filter: %v", status)
+	}
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("trial Reserve: %v", status)
+	}
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	cs.SetPodGroupSchedulingCycle(nil)
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	if n := learned() - before; n != 1 {
+		t.Errorf("%v requests learned for a pod reserved after its group's trials, want 1", n)
 	}
 }

@@ -41,10 +41,12 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if res == nil || len(res.Allocations) != len(claims) {
 		return fwk.AsStatus(fmt.Errorf("internal error: no allocation for pod %s on node %s", klog.KObj(pod), nodeName))
 	}
+	// A pod group's trials are undone before the framework reserves the
+	// chosen placement again outside the group cycle, on the same state:
+	// a trial defers learning to PreBind, and that final Reserve learns.
 	if pl.learner != nil && res.Quality.Request.GPUs > 0 {
-		if cs.GetPodGroupSchedulingCycle() != nil {
-			s.learnInPreBind = true
-		} else {
+		s.learnInPreBind = cs.GetPodGroupSchedulingCycle() != nil
+		if !s.learnInPreBind {
 			pl.learn(pod, res)
 		}
 	}
@@ -102,6 +104,7 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 	if err != nil {
 		return
 	}
+	s.learnInPreBind = false // an undone trial is not learned
 	logger := klog.FromContext(ctx)
 	g, _ := groupOf(cs, false)
 	for _, claim := range s.claims {
