@@ -188,19 +188,28 @@ func TestKubeletPluginOverItsSockets(t *testing.T) {
 
 // An agent with GPUs in MIG mode stops at start, naming the GPU, when it
 // may not create MIG instances; without MIG the capability is not needed.
+// A GPU in MIG mode configured whole stops it too. NVML refuses the
+// memory of a MIG-enabled GPU to an unprivileged agent: the GPU is still
+// described, so that the error says what is wrong.
 func TestStartChecksMIGPrivilegeOnlyForMIG(t *testing.T) {
 	denied := errors.New("no SYS_ADMIN")
 	for _, tc := range []struct {
 		mode    config.Mode
+		migOn   bool
 		wantErr string
 	}{
-		{mode: config.MIG, wantErr: `GPU 0 (NVIDIA H100 80GB HBM3) is configured for mode "mig": no SYS_ADMIN`},
+		{mode: config.MIG, migOn: true, wantErr: `GPU 0 (NVIDIA H100 80GB HBM3) is configured for mode "mig": no SYS_ADMIN`},
 		{mode: config.Whole},
+		{mode: config.Whole, migOn: true, wantErr: `GPU 0 (GPU-`},
 	} {
-		t.Run(string(tc.mode), func(t *testing.T) {
+		name := string(tc.mode) // short: the socket's path must fit 108 bytes
+		if tc.migOn && tc.mode != config.MIG {
+			name += "-on"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: tc.mode == config.MIG})
+			lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "node-1", MIG: tc.migOn, Unprivileged: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +229,7 @@ func TestStartChecksMIGPrivilegeOnlyForMIG(t *testing.T) {
 				a.Stop()
 				t.Fatalf("started, want an error containing %q", tc.wantErr)
 			}
-			if !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, denied) {
+			if !strings.Contains(err.Error(), tc.wantErr) || errors.Is(err, denied) != (tc.mode == config.MIG) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})

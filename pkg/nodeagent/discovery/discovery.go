@@ -152,10 +152,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	if major, minor, ret := d.GetCudaComputeCapability(); ret == nvml.SUCCESS {
 		g.CUDAComputeCapability = fmt.Sprintf("%d.%d", major, minor)
 	}
-	mem, ret := d.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return fail("memory", ret)
-	}
+	mem, memRet := d.GetMemoryInfo()
 	g.MemoryMiB = int64(mem.Total / (1024 * 1024))
 	pci, ret := d.GetPciInfo()
 	if ret != nvml.SUCCESS {
@@ -177,6 +174,11 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	if err := migProfiles(d, &g); err != nil {
 		return GPU{}, fmt.Errorf("device %d: %w", i, err)
 	}
+	if memRet != nvml.SUCCESS {
+		if err := memoryOfMIG(&g, memRet, opts); err != nil {
+			return GPU{}, fmt.Errorf("device %d: %w", i, err)
+		}
+	}
 	if g.MIGEnabled {
 		var err error
 		if g.MIGInstances, err = MIGInstances(d); err != nil {
@@ -184,6 +186,26 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		}
 	}
 	return g, nil
+}
+
+// memoryOfMIG stands in for the GPU's memory when NVML refused it
+// (ret). NVML gives a MIG-enabled GPU's memory only to a caller with
+// SYS_ADMIN or the MIG monitor capability, which an agent configured for
+// whole GPUs lacks; such a GPU is still described, with its whole-GPU
+// instance's memory, so that the agent can say that its mode or privilege
+// is wrong rather than leave the GPU out.
+func memoryOfMIG(g *GPU, ret nvml.Return, opts Options) error {
+	full, _, ok := g.FullInstance()
+	if !g.MIGEnabled || !ok {
+		return fmt.Errorf("memory: %s", nvml.ErrorString(ret))
+	}
+	g.MemoryMiB = full.MemoryMiB
+	for i := range g.MIGProfiles { // their names derive from the GPU's memory
+		p := &g.MIGProfiles[i]
+		p.Name = profileName(p.ComputeSlices, p.MemoryMiB, g.MemoryMiB)
+	}
+	opts.problem(g.Index, fmt.Errorf("device %d: memory: %s (MIG mode on; taken from the %s instance)", g.Index, nvml.ErrorString(ret), full.Name))
+	return nil
 }
 
 // nvlinks counts the active links and their bandwidth, and notes where

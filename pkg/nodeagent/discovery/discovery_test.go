@@ -181,3 +181,41 @@ func TestNVSwitchFromBusIDsWithoutRemoteType(t *testing.T) {
 		}
 	}
 }
+
+// NVML refuses a MIG-enabled GPU's memory to an unprivileged agent: the
+// GPU is still described, its memory and profile names as a privileged
+// agent reads them (within the whole-GPU instance's memory), and the
+// problem is reported.
+func TestMIGGPUDescribedWithoutPrivilege(t *testing.T) {
+	for _, shape := range []mocknvml.Shape{mocknvml.DGXA100, mocknvml.DGXH100} {
+		t.Run(string(shape), func(t *testing.T) {
+			discover := func(unprivileged bool) ([]discovery.GPU, int) {
+				lib, err := mocknvml.NewWith(shape, mocknvml.Options{Name: "n", MIG: true, Unprivileged: unprivileged})
+				if err != nil {
+					t.Fatal(err)
+				}
+				problems := 0
+				gpus, err := discovery.Discover(lib, discovery.Options{Problem: func(int, error) { problems++ }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return gpus, problems
+			}
+			want, _ := discover(false)
+			got, problems := discover(true)
+			if len(got) != len(want) || problems != len(want) {
+				t.Fatalf("%d GPUs described with %d problems, want %d and one each", len(got), problems, len(want))
+			}
+			for i := range got {
+				if !got[i].MIGEnabled || got[i].MemoryMiB <= 0 || got[i].MemoryMiB > want[i].MemoryMiB {
+					t.Errorf("GPU %d: MIG %v, memory %d MiB, want MIG on and at most %d", i, got[i].MIGEnabled, got[i].MemoryMiB, want[i].MemoryMiB)
+				}
+				for j, p := range got[i].MIGProfiles {
+					if p.Name != want[i].MIGProfiles[j].Name {
+						t.Errorf("GPU %d profile %d named %s, want %s", i, j, p.Name, want[i].MIGProfiles[j].Name)
+					}
+				}
+			}
+		})
+	}
+}

@@ -113,7 +113,7 @@ func migProfiles(d nvml.Device, g *GPU) error {
 		}
 		p := MIGProfile{
 			ID: id, CIProfileID: computeProfileFor[int(info.SliceCount)],
-			Name:          fmt.Sprintf("%dg.%dgb", info.SliceCount, profileGB(info.MemorySizeMB, g.MemoryMiB)),
+			Name:          profileName(int(info.SliceCount), int64(info.MemorySizeMB), g.MemoryMiB),
 			ComputeSlices: int(info.SliceCount), Multiprocessors: int(info.MultiprocessorCount),
 			MemoryMiB: int64(info.MemorySizeMB),
 		}
@@ -149,6 +149,11 @@ func MIGInstances(d nvml.Device) ([]MIGInstance, error) {
 	}
 	slices.SortFunc(out, func(a, b MIGInstance) int { return a.Start - b.Start })
 	return out, nil
+}
+
+// profileName is a MIG profile's name as nvidia-smi prints it: "1g.10gb".
+func profileName(computeSlices int, profileMiB, gpuMiB int64) string {
+	return fmt.Sprintf("%dg.%dgb", computeSlices, profileGB(uint64(profileMiB), gpuMiB))
 }
 
 // profileGB is the memory figure in a MIG profile's name, as NVIDIA's

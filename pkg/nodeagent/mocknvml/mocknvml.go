@@ -57,6 +57,10 @@ type Options struct {
 	Rack string
 	// MIG turns MIG mode on for every GPU that supports it.
 	MIG bool
+	// Unprivileged answers as NVML answers a caller without SYS_ADMIN or
+	// the MIG monitor capability: a MIG-enabled GPU's memory is refused
+	// (ERROR_NO_PERMISSION).
+	Unprivileged bool
 	// FabricPending starts a GB200 tray with its NVLink fabric still
 	// being set up (no clique yet), until CompleteFabric.
 	FabricPending bool
@@ -119,6 +123,15 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 		realMIGPlacements(dev)
 		if o.MIG && len(dev.Config.MIGProfiles.GpuInstanceProfiles) > 0 {
 			dev.MigMode = nvml.DEVICE_MIG_ENABLE
+		}
+		if o.Unprivileged {
+			mem := dev.GetMemoryInfoFunc
+			dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+				if dev.MigMode == nvml.DEVICE_MIG_ENABLE {
+					return nvml.Memory{}, nvml.ERROR_NO_PERMISSION
+				}
+				return mem()
+			}
 		}
 	}
 	return m, nil
