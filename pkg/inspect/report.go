@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -126,7 +127,8 @@ func claimLinkClass(view FleetView, claim resourceapi.ResourceClaim) (string, bo
 func unallocatedPercent(nodes []report.NodeUse) float64 {
 	total, used := gpuUse(nodes)
 	if total == 0 {
-		return 0
+		// No GPU to be free: "n/a" on the card, not 0% (all in use).
+		return math.NaN()
 	}
 	return 100 * (1 - used/float64(total))
 }
@@ -242,19 +244,20 @@ func pendingPods(pods []v1.Pod) []pendingPod {
 // are counted over pods, so the per-pod node counts go.
 var leadingCount = regexp.MustCompile(`^\d+ `)
 
-// reasonsOf splits a PodScheduled message into its clauses, without their
-// node counts, per-node details in parentheses and the preemption note,
-// so that pods with the same reasons count together (the pending pods'
-// table keeps the whole message).
+// reasonsOf is a PodScheduled message's reasons, so that pods with the
+// same reasons count together (the pending pods' table keeps the whole
+// message): per-node reasons (a pod group's placement's too) without
+// their node counts and per-node details in parentheses, any other
+// message whole after the condition's reason; never the preemption note.
 func reasonsOf(reason, msg string) []string {
-	_, rest, ok := strings.Cut(msg, ": ")
-	if !ok {
-		return []string{reason + ": " + msg}
+	m := parseSchedulingMessage(msg)
+	if m.nodes == "" {
+		return []string{reason + ": " + m.reasons[0]}
 	}
-	rest, _, _ = strings.Cut(rest, " preemption: ")
 	var out []string
-	for _, clause := range clauses(strings.TrimSuffix(rest, ".")) {
-		clause = strings.TrimSuffix(leadingCount.ReplaceAllString(withoutParentheses(clause), ""), ".")
+	for _, clause := range m.reasons {
+		clause = withoutParentheses(strings.TrimSuffix(clause, "."))
+		clause = strings.TrimSuffix(leadingCount.ReplaceAllString(clause, ""), ".")
 		if clause != "" && !slices.Contains(out, clause) {
 			out = append(out, clause)
 		}

@@ -3,6 +3,8 @@ package inspect
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,131 @@ func TestPodGroupReadRefused(t *testing.T) {
 	writeGroup(context.Background(), client, &b, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "p"}}, "g")
 	if out := b.String(); !strings.Contains(out, "forbidden") || strings.Contains(out, "waits for the PodGroup") {
 		t.Errorf("output %q, want the error without the note on a missing PodGroup", out)
+	}
+}
+
+// The scheduler's PodScheduled messages, as kube-scheduler v1.37 writes
+// them, one reason a line: per node only under "N/M nodes are
+// available", a pod group's placement wrapper kept, any other message
+// (a plugin's for the whole group, a scheduler error) whole.
+func TestWriteReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, msg, want string
+	}{
+		{"per node, with preemption", "Unschedulable",
+			"0/1 nodes are available: 1 cannot allocate all claims (claim default/<extended-resources>, request container-0-request-0: needs 9, 8 match, 4 free (4 in use)). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+			"  Unschedulable:\n    0/1 nodes are available:\n      1 cannot allocate all claims (claim default/<extended-resources>, request container-0-request-0: needs 9, 8 match, 4 free (4 in use)).\n    preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.\n"},
+		{"per node, a colon in a reason", "Unschedulable",
+			"0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+			"  Unschedulable:\n    0/3 nodes are available:\n      1 Insufficient cpu\n      2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.\n    preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.\n"},
+		{"GPUCliquePlacement's, whole", "Unschedulable",
+			"the pod group needs at least 80 free GPUs in one nvidia.com/gpu.clique domain; the most free in one is 72, and the largest holds 72 GPUs in all: lower the gang's minCount or drop the topology constraint",
+			"  Unschedulable:\n    the pod group needs at least 80 free GPUs in one nvidia.com/gpu.clique domain; the most free in one is 72, and the largest holds 72 GPUs in all: lower the gang's minCount or drop the topology constraint\n"},
+		{"a placement's nodes", "Unschedulable",
+			"0/2 placements are available, first placement status: 0/18 nodes are available: 18 cannot allocate all claims.",
+			"  Unschedulable:\n    0/2 placements are available, first placement status:\n      0/18 nodes are available:\n        18 cannot allocate all claims.\n"},
+		{"a placement's gang, the group's preemption", "Unschedulable",
+			"pod group is unschedulable, pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, pod group preemption: No preemption victims found for incoming preemptor",
+			"  Unschedulable:\n    0/2 placements are available, first placement status:\n      minCount (4) cannot be satisfied: 3 scheduled, 0 remaining\n    pod group preemption: No preemption victims found for incoming preemptor\n"},
+		{"the gang alone", "Unschedulable",
+			"pod group is unschedulable, minCount (4) cannot be satisfied: 0 scheduled, 3 remaining",
+			"  Unschedulable:\n    minCount (4) cannot be satisfied: 0 scheduled, 3 remaining\n"},
+		{"the group alone", "Unschedulable", "pod group is unschedulable", "  Unschedulable:\n    pod group is unschedulable\n"},
+		{"scheduler error", "SchedulerError",
+			`running PreBind plugin "GPUTopology": binding claims: resourceclaims "c" is forbidden`,
+			"  SchedulerError:\n    running PreBind plugin \"GPUTopology\": binding claims: resourceclaims \"c\" is forbidden\n"},
+		{"a pod group preemption's error, whole", "SchedulerError",
+			"pod group preemption: failed to start mutations: the server is shutting down",
+			"  SchedulerError:\n    pod group preemption: failed to start mutations: the server is shutting down\n"},
+		{"no nodes", "Unschedulable", "no nodes available to schedule pods", "  Unschedulable:\n    no nodes available to schedule pods\n"},
+		{"no attempt", "", "", "  no scheduling attempt recorded yet\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := podPending("ml", "p", "gputopo-scheduler", tc.msg)
+			if tc.msg != "" {
+				pod.Status.Conditions[0].Reason = tc.reason
+			}
+			var b strings.Builder
+			writeReasons(&b, &pod)
+			if got := b.String(); got != tc.want {
+				t.Errorf("written\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The report counts pods by reason: the per-node reasons without their
+// counts and details, the same whether a pod group's placement wraps
+// them or not; any other message is one reason.
+func TestReasonsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg string
+		want      []string
+	}{
+		{"per node, with preemption",
+			"0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+			[]string{"cannot allocate all claims", "node(s) didn't match Pod's node affinity/selector"}},
+		{"a placement's nodes",
+			"0/2 placements are available, first placement status: 0/18 nodes are available: 18 cannot allocate all claims.",
+			[]string{"cannot allocate all claims"}},
+		{"PreFilter's, for every node",
+			"0/4 nodes are available: resourceclaim ns/c, request gpus: device class x does not exist.",
+			[]string{"resourceclaim ns/c, request gpus: device class x does not exist"}},
+		{"GPUCliquePlacement's, whole",
+			"the pod group needs at least 80 free GPUs in one nvidia.com/gpu.clique domain; the most free in one is 72, and the largest holds 72 GPUs in all: lower the gang's minCount or drop the topology constraint",
+			[]string{"Unschedulable: the pod group needs at least 80 free GPUs in one nvidia.com/gpu.clique domain; the most free in one is 72, and the largest holds 72 GPUs in all: lower the gang's minCount or drop the topology constraint"}},
+		{"the gang",
+			"pod group is unschedulable, minCount (4) cannot be satisfied: 0 scheduled, 3 remaining",
+			[]string{"Unschedulable: minCount (4) cannot be satisfied: 0 scheduled, 3 remaining"}},
+		{"a placement's gang, the group's preemption",
+			"pod group is unschedulable, pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, pod group preemption: No preemption victims found for incoming preemptor",
+			[]string{"Unschedulable: minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"}},
+		{"no nodes", "no nodes available to schedule pods", []string{"Unschedulable: no nodes available to schedule pods"}},
+		{"per node, without reasons",
+			"0/1 nodes are available: preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+			[]string{"Unschedulable: 0/1 nodes are available:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := reasonsOf("Unschedulable", tc.msg); !slices.Equal(got, tc.want) {
+				t.Errorf("reasons %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The card's unallocated share: n/a, not 0%, where the cluster has no
+// GPU (another driver's devices only), which would read as all in use.
+func TestUnallocatedNow(t *testing.T) {
+	nic := slice("a", device("a-0", nil))
+	nic.Spec.Driver = "nic.example.com"
+	for _, tc := range []struct {
+		name   string
+		slices []resourceapi.ResourceSlice
+		claims []resourceapi.ResourceClaim
+		want   string
+	}{
+		{"no GPU", []resourceapi.ResourceSlice{nic}, nil, "n/a"},
+		{"all free", []resourceapi.ResourceSlice{nic, slice("b", device("b-0", gpu("b0", "nv-b")), device("b-1", gpu("b1", "nv-b")))}, nil, "100.00%"},
+		{"half used", []resourceapi.ResourceSlice{slice("b", device("b-0", gpu("b0", "nv-b")), device("b-1", gpu("b1", "nv-b")))},
+			[]resourceapi.ResourceClaim{allocated("ml", "one", "p", result("b", "b-0"))}, "50.00%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := LiveReport(Cluster{Slices: tc.slices, Claims: tc.claims}, "test cluster", time.Unix(0, 0))
+			var b strings.Builder
+			if err := report.WriteHTML(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			card := regexp.MustCompile(`data-figure="unallocated-[^"]*">([^<]*)<`).FindStringSubmatch(b.String())
+			if card == nil || card[1] != tc.want {
+				t.Errorf("card %q (%v), want %q", card, r.Schedulers[0].UnallocatedGPUPercent, tc.want)
+			}
+			var sum strings.Builder
+			if err := report.WriteSummary(&sum, r); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(sum.String(), tc.want) {
+				t.Errorf("summary lacks %q:\n%s", tc.want, sum.String())
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,30 +47,96 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	return err
 }
 
-// writeReasons splits the PodScheduled condition's message into its
-// clauses ("0/4 nodes are available: a, b." and the preemption note).
+// writeReasons writes the PodScheduled condition's message one reason a
+// line: under "0/4 nodes are available:" its per-node reasons, a pod
+// group's "0/2 placements are available, first placement status:" above
+// what its first placement said, any other message whole (a plugin's for
+// the whole pod group, a scheduler error), and the preemption note.
 func writeReasons(b *strings.Builder, pod *v1.Pod) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type != v1.PodScheduled || c.Status != v1.ConditionFalse {
 			continue
 		}
 		fmt.Fprintf(b, "  %s:\n", c.Reason)
-		head, rest, ok := strings.Cut(c.Message, ": ")
-		if !ok {
-			fmt.Fprintf(b, "    %s\n", c.Message)
-			return
+		m := parseSchedulingMessage(c.Message)
+		indent := "    "
+		if m.placements != "" {
+			fmt.Fprintf(b, "%s%s:\n", indent, m.placements)
+			indent += "  "
 		}
-		fmt.Fprintf(b, "    %s:\n", head)
-		rest, preemption, _ := strings.Cut(rest, " preemption: ")
-		for _, clause := range clauses(rest) {
-			fmt.Fprintf(b, "      %s\n", clause)
+		if m.nodes == "" {
+			fmt.Fprintf(b, "%s%s\n", indent, m.reasons[0])
+		} else {
+			fmt.Fprintf(b, "%s%s:\n", indent, m.nodes)
+			for _, r := range m.reasons {
+				fmt.Fprintf(b, "%s  %s\n", indent, r)
+			}
 		}
-		if preemption != "" {
-			fmt.Fprintf(b, "    preemption: %s\n", preemption)
+		if m.preemption != "" {
+			fmt.Fprintf(b, "    %s\n", m.preemption)
 		}
 		return
 	}
 	b.WriteString("  no scheduling attempt recorded yet\n")
+}
+
+// schedulingMessage is a PodScheduled message taken apart as
+// kube-scheduler v1.37 composes it: a FitError's "0/N nodes are
+// available: <reasons>. <PostFilter's message>", which a pod group's
+// placement algorithm may wrap as "0/K placements are available, first
+// placement status: <status>", after a pod group's "pod group is
+// unschedulable, " and before its ", pod group preemption: ...", or a
+// message of another form: a plugin's for the whole pod group
+// (GPUCliquePlacement's), a scheduler error.
+type schedulingMessage struct {
+	// placements is the pod group's wrapper, "0/2 placements are
+	// available, first placement status"; "" for none.
+	placements string
+	// nodes is "0/4 nodes are available" when reasons are per node
+	// (with their node counts, or a PreFilter's for all nodes); "" when
+	// reasons is the whole message, one reason.
+	nodes   string
+	reasons []string
+	// preemption is the PostFilter's note, "preemption: ..." or "pod
+	// group preemption: ..."; "" for none.
+	preemption string
+}
+
+var (
+	// groupUnschedulable is the text of the scheduler's
+	// errPodGroupUnschedulable, which goes before a pod group's status
+	// (once for the group, once more for its pods): the condition's
+	// reason says as much.
+	groupUnschedulable = regexp.MustCompile(`^(pod group is unschedulable, )+`)
+	preemptionNote     = regexp.MustCompile(`[.:,] (pod group )?preemption: `)
+	placementsHead     = regexp.MustCompile(`^(\d+/\d+ placements are available, first placement status): `)
+	nodesHead          = regexp.MustCompile(`^(\d+/\d+ nodes are available):(?: |$)`)
+)
+
+func parseSchedulingMessage(msg string) schedulingMessage {
+	var m schedulingMessage
+	// The PostFilter's note: after a FitError's reasons (". ", or ": "
+	// where there are none; "..., " after another PostFilter's), after a
+	// pod group's status (", pod group preemption: "). A message that is
+	// all note (a pod group preemption's error) stays whole.
+	if loc := preemptionNote.FindStringIndex(msg); loc != nil && loc[0] > 0 {
+		m.preemption = msg[loc[0]+2:]
+		msg = strings.TrimSuffix(msg[:loc[0]+1], ",")
+	}
+	if rest := groupUnschedulable.ReplaceAllString(msg, ""); rest != "" {
+		msg = rest
+	}
+	if h := placementsHead.FindStringSubmatch(msg); h != nil && len(msg) > len(h[0]) {
+		m.placements = h[1]
+		msg = msg[len(h[0]):]
+	}
+	if h := nodesHead.FindStringSubmatch(msg); h != nil && len(msg) > len(h[0]) {
+		m.nodes = h[1]
+		m.reasons = clauses(msg[len(h[0]):])
+		return m
+	}
+	m.reasons = []string{msg}
+	return m
 }
 
 // claimNames are the pod's claims: from its resourceClaims entries and
