@@ -19,6 +19,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/pkg/nodeagent/boot"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
@@ -39,7 +40,7 @@ type Options struct {
 	// restarts (persist.go); empty: none.
 	StatePath string
 	// BootIDPath tells one boot of the node from the next; default
-	// BootIDPath.
+	// boot.IDPath.
 	BootIDPath string
 }
 
@@ -72,9 +73,9 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 		o.Now = time.Now
 	}
 	if o.BootIDPath == "" {
-		o.BootIDPath = BootIDPath
+		o.BootIDPath = boot.IDPath
 	}
-	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: readBootID(o.BootIDPath),
+	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: boot.ID(o.BootIDPath),
 		handles: map[string]nvml.Device{}}
 	for _, uuid := range uuids {
 		m.gpus[uuid] = &gpuState{}

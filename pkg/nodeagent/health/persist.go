@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/atomicfile"
+	"github.com/gputopo/gputopo/pkg/nodeagent/boot"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
@@ -25,9 +25,6 @@ import (
 // every change and read back by Restore. A node reboot resets every GPU,
 // so after one (the kernel's boot ID changed) a fatal taint counts as
 // reset; with fatalRecovery "operator" it still waits for the operator.
-
-// BootIDPath is where Linux says which boot this is.
-const BootIDPath = "/proc/sys/kernel/random/boot_id"
 
 const stateVersion = 1
 
@@ -82,7 +79,7 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	if f.Version != stateVersion {
 		return fmt.Errorf("health state %s: version %d, this agent reads %d", m.opts.StatePath, f.Version, stateVersion)
 	}
-	rebooted := f.BootID != "" && f.BootID != m.boot
+	rebooted := boot.Changed(f.BootID, m.boot)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uuid, g := range f.GPUs {
@@ -158,13 +155,4 @@ func (m *Monitor) encode() ([]byte, error) {
 		f.GPUs[uuid] = s.saved()
 	}
 	return json.Marshal(f)
-}
-
-// readBootID is this boot's ID, "" when it cannot be read.
-func readBootID(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
 }

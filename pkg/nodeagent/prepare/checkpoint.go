@@ -106,9 +106,12 @@ func (m MIGInstance) samePlacement(o MIGInstance) bool {
 }
 
 type checkpointFile struct {
-	Version  int              `json:"version"`
-	Checksum string           `json:"checksum"`
-	Claims   map[string]Claim `json:"claims"`
+	Version  int    `json:"version"`
+	Checksum string `json:"checksum"`
+	// BootID is the boot the checkpoint was written in (boot.ID); empty
+	// in checkpoints of agents that did not record it.
+	BootID string           `json:"bootID,omitempty"`
+	Claims map[string]Claim `json:"claims"`
 }
 
 func checksum(claims map[string]Claim) (string, error) {
@@ -120,36 +123,57 @@ func checksum(claims map[string]Claim) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// loadCheckpoint reads the checkpoint; a missing file is an empty one.
-func loadCheckpoint(path string) (map[string]Claim, error) {
+// loadCheckpoint reads the checkpoint and the boot it was written in; a
+// missing file is an empty one.
+func loadCheckpoint(path string) (map[string]Claim, string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]Claim{}, nil
+		return map[string]Claim{}, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		return nil, "", fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		return nil, "", fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if f.Version < 1 || f.Version > checkpointVersion {
-		return nil, fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 to %d", path, f.Version, checkpointVersion)
+		return nil, "", fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 to %d", path, f.Version, checkpointVersion)
 	}
 	if f.Claims == nil {
 		f.Claims = map[string]Claim{}
 	}
 	sum, err := checksum(f.Claims)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if sum != f.Checksum {
-		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited; docs/nodeagent.md says how to recover)", path)
+		return nil, "", fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited; docs/nodeagent.md says how to recover)", path)
 	}
 	if f.Version == 1 {
 		migrateV1(f.Claims)
 	}
-	return f.Claims, nil
+	return f.Claims, f.BootID, nil
+}
+
+// forgetBeforeReboot clears the MIG instances claims made or were making
+// in an earlier boot: a reboot destroyed them all, so an instance at the
+// same placement now is someone else's (mig-manager's boot-time layout)
+// and must not be adopted, nor destroyed as the claim's. A claim that
+// held one is prepared again. It says whether any was cleared.
+func forgetBeforeReboot(claims map[string]Claim) bool {
+	cleared := false
+	for uid, c := range claims {
+		for _, d := range c.Devices {
+			if m := d.MIG; m != nil && (m.Created || m.Creating) {
+				m.GI, m.CI, m.Created, m.Creating, m.Identity, m.UUID = 0, 0, false, false, nil, ""
+				c.Prepared = false
+				cleared = true
+			}
+		}
+		claims[uid] = c
+	}
+	return cleared
 }
 
 // migrateV1 reads a version 1 checkpoint, which recorded a MIG instance
@@ -168,12 +192,12 @@ func migrateV1(claims map[string]Claim) {
 
 // saveCheckpoint replaces the checkpoint atomically: write a temporary
 // file, sync it, rename it over the old one, sync the directory.
-func saveCheckpoint(path string, claims map[string]Claim) error {
+func saveCheckpoint(path, bootID string, claims map[string]Claim) error {
 	sum, err := checksum(claims)
 	if err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(checkpointFile{Version: checkpointVersion, Checksum: sum, Claims: claims}, "", "  ")
+	data, err := json.MarshalIndent(checkpointFile{Version: checkpointVersion, Checksum: sum, BootID: bootID, Claims: claims}, "", "  ")
 	if err != nil {
 		return err
 	}

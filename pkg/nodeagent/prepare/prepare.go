@@ -22,6 +22,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/nodeagent/boot"
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
@@ -33,6 +34,9 @@ type Options struct {
 	CheckpointPath string
 	// CDIDir is where CDI specs go (the runtime reads /var/run/cdi).
 	CDIDir string
+	// BootIDPath tells one boot of the node from the next; default
+	// boot.IDPath.
+	BootIDPath string
 }
 
 // Preparer prepares and unprepares claims on one node.
@@ -42,6 +46,7 @@ type Preparer struct {
 	layout *resources.Layout
 	cdi    *cdi.Cache
 	path   string
+	boot   string // this boot's ID, recorded with the checkpoint
 	claims map[string]Claim
 }
 
@@ -53,9 +58,18 @@ func New(lib nvml.Interface, layout *resources.Layout, o Options) (*Preparer, er
 	if o.CheckpointPath == "" || o.CDIDir == "" {
 		return nil, errors.New("prepare: checkpoint path and CDI directory are required")
 	}
-	claims, err := loadCheckpoint(o.CheckpointPath)
+	if o.BootIDPath == "" {
+		o.BootIDPath = boot.IDPath
+	}
+	claims, savedBoot, err := loadCheckpoint(o.CheckpointPath)
 	if err != nil {
 		return nil, err
+	}
+	bootID := boot.ID(o.BootIDPath)
+	if boot.Changed(savedBoot, bootID) && forgetBeforeReboot(claims) {
+		if err := saveCheckpoint(o.CheckpointPath, bootID, claims); err != nil {
+			return nil, err
+		}
 	}
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(o.CDIDir), cdi.WithAutoRefresh(false))
 	if err != nil {
@@ -64,7 +78,7 @@ func New(lib nvml.Interface, layout *resources.Layout, o Options) (*Preparer, er
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML init: %s", nvml.ErrorString(ret))
 	}
-	return &Preparer{lib: lib, layout: layout, cdi: cache, path: o.CheckpointPath, claims: claims}, nil
+	return &Preparer{lib: lib, layout: layout, cdi: cache, path: o.CheckpointPath, boot: bootID, claims: claims}, nil
 }
 
 // Close releases NVML once no prepare or unprepare is under way: the
@@ -383,7 +397,7 @@ func (p *Preparer) unprepare(ctx context.Context, c Claim) error {
 		return err
 	}
 	delete(p.claims, c.UID)
-	if err := saveCheckpoint(p.path, p.claims); err != nil {
+	if err := saveCheckpoint(p.path, p.boot, p.claims); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", claimRef(c))
@@ -428,7 +442,7 @@ func (p *Preparer) owns(uuid string, profile, start int) bool {
 // save records the claim's state in the checkpoint.
 func (p *Preparer) save(c Claim) error {
 	p.claims[c.UID] = c
-	return saveCheckpoint(p.path, p.claims)
+	return saveCheckpoint(p.path, p.boot, p.claims)
 }
 
 func claimRef(c Claim) string {

@@ -53,15 +53,25 @@ func newNode(t *testing.T, mode config.Mode) *node {
 		t.Fatal(err)
 	}
 	n := &node{lib: lib, layout: layout, dir: t.TempDir()}
+	n.setBoot(t, "boot-1")
 	n.restart(t)
 	return n
+}
+
+// setBoot writes the node's boot ID, as a reboot changes it.
+func (n *node) setBoot(t *testing.T, id string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(n.dir, "boot_id"), []byte(id+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // restart starts a new preparer on the same node and files, as a
 // restarted agent would.
 func (n *node) restart(t *testing.T) {
 	t.Helper()
-	p, err := prepare.New(n.lib, n.layout, prepare.Options{CheckpointPath: filepath.Join(n.dir, "checkpoint.json"), CDIDir: filepath.Join(n.dir, "cdi")})
+	p, err := prepare.New(n.lib, n.layout, prepare.Options{CheckpointPath: filepath.Join(n.dir, "checkpoint.json"), CDIDir: filepath.Join(n.dir, "cdi"),
+		BootIDPath: filepath.Join(n.dir, "boot_id")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,6 +497,58 @@ func TestPrepareAgainAfterReboot(t *testing.T) {
 	// Unprepare still finds and destroys the new instance.
 	if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(0) != 0 {
 		t.Errorf("unprepare: %v, %d instances left", err, n.gpuInstances(0))
+	}
+}
+
+// After a reboot nothing the agent made exists, so an instance at a
+// claim's placement is someone else's (mig-manager's boot-time layout),
+// whether the claim's own was made or only being made when the node went
+// down: the prepare refuses it, the agent withholds it, and the claim's
+// unprepare leaves it.
+func TestRebootForgetsTheAgentsInstances(t *testing.T) {
+	for _, crashed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "prepared", true: "crashed while creating"}[crashed], func(t *testing.T) {
+			n := newNode(t, config.MIG)
+			ctx := context.Background()
+			a := claim("a").device("gpu-5-mig-1g10gb-3").obj()
+			dev := n.lib.Devices[5].(*server.Device)
+			create := dev.CreateGpuInstanceWithPlacementFunc
+			if crashed {
+				dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, p *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+					create(info, p)
+					panic("node down")
+				}
+			}
+			func() {
+				defer func() { _ = recover() }()
+				if _, err := n.p.Prepare(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			dev.CreateGpuInstanceWithPlacementFunc = create
+			// The reboot; another tool lays out the same instance.
+			destroy(t, n.instanceAt(t, 5, 3))
+			info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+			if ret != nvml.SUCCESS {
+				t.Fatal(nvml.ErrorString(ret))
+			}
+			if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 3, Size: 1}); ret != nvml.SUCCESS {
+				t.Fatal(nvml.ErrorString(ret))
+			}
+			n.setBoot(t, "boot-2")
+			n.restart(t)
+			uuid, _ := dev.GetUUID()
+			unowned, err := n.p.Unowned(uuid, func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(dev) })
+			if err != nil || len(unowned) != 1 {
+				t.Errorf("instances not the agent's after the reboot: %v (%v), want the other tool's", unowned, err)
+			}
+			if _, err := n.p.Prepare(ctx, a); err == nil || !strings.Contains(err.Error(), "which the agent did not create") {
+				t.Errorf("prepare after the reboot: %v, want the other's instance refused", err)
+			}
+			if err := n.p.Unprepare(ctx, "uid-a"); err != nil || n.gpuInstances(5) != 1 {
+				t.Errorf("unprepare: %v, %d instances, want the other's one left", err, n.gpuInstances(5))
+			}
+		})
 	}
 }
 
