@@ -219,3 +219,22 @@ func TestNotes(t *testing.T) {
 		}
 	}
 }
+
+// The priority classes come from the values ("" for none), and the
+// scheduler's disruption budget only with replicas to spare: with one,
+// minAvailable 1 would block every drain of its node.
+func TestPriorityClassesAndDisruptionBudget(t *testing.T) {
+	objs := renderValues(t, "gputopo-system", `
+scheduler: {priorityClassName: gputopo-critical, replicas: 1}
+nodeAgent: {priorityClassName: ""}
+`)
+	if y, _ := yaml.Marshal(objs["Deployment gputopo-system/gputopo-scheduler"]); !strings.Contains(string(y), "priorityClassName: gputopo-critical") {
+		t.Errorf("Deployment without the value's priority class:\n%s", y)
+	}
+	if y, _ := yaml.Marshal(objs["DaemonSet gputopo-system/gputopo-nodeagent"]); strings.Contains(string(y), "priorityClassName") {
+		t.Errorf("DaemonSet has a priority class, want none:\n%s", y)
+	}
+	if pdb, ok := objs["PodDisruptionBudget gputopo-system/gputopo-scheduler"]; ok {
+		t.Errorf("one replica with a PodDisruptionBudget: %v", pdb)
+	}
+}

@@ -23,11 +23,11 @@ func TestKustomizationsBuild(t *testing.T) {
 		wantKinds []string
 		profiles  int // profiles in the scheduler ConfigMap, 0 if none
 	}{
-		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
-		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, 1},
+		{"scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "DeviceClass"}, 2},
+		{"scheduler/second-scheduler", []string{"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "PodDisruptionBudget", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, 1},
 		{"scheduler/deviceclasses", []string{"DeviceClass"}, 0},
 		{"scheduler/extended-resource", []string{"DeviceClass"}, 0},
-		{"pod-groups", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "DeviceClass"}, 2},
+		{"pod-groups", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "DeviceClass"}, 2},
 		{"nodeagent", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"nodeagent-clique-label", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
 		{"nodeagent-mig", []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "DaemonSet"}, 0},
