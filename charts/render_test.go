@@ -146,6 +146,42 @@ nodeAgent:
 	}
 }
 
+// gpuTopologyArgs: null (the way to ask for the plugin's own defaults,
+// since {} merges with the chart's) renders args of the kind alone.
+func TestCodeDefaultArgs(t *testing.T) {
+	objs := renderValues(t, "gputopo-system", "scheduler: {gpuTopologyArgs: null}\n")
+	// objectsOf parses the file; a scalar means it did not parse as YAML.
+	data, err := yaml.Marshal(objs["ConfigMap gputopo-system/gputopo-scheduler-config"]["data"].(map[string]any)["scheduler-config.yaml"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Name string         `json:"name"`
+				Args map[string]any `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("scheduler configuration: %v\n%s", err, data)
+	}
+	found := false
+	for _, p := range cfg.Profiles {
+		for _, pc := range p.PluginConfig {
+			if pc.Name == "GPUTopology" {
+				found = true
+				if len(pc.Args) != 2 || pc.Args["kind"] != "GPUTopologyArgs" {
+					t.Errorf("GPUTopology args %v, want apiVersion and kind only", pc.Args)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no GPUTopology args:\n%s", data)
+	}
+}
+
 // The node agent gets SYS_ADMIN and the MIG configuration devices only
 // when its config puts a GPU in MIG mode, by default or by a rule.
 func TestNodeAgentPrivilegeFollowsMIG(t *testing.T) {
