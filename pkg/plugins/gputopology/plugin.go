@@ -103,8 +103,10 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 	if fh.SharedDRAManager() == nil {
 		return nil, fmt.Errorf("plugin %s: the scheduler has no DRA manager: enable the DynamicResourceAllocation feature gate", Name)
 	}
-	if !fts.EnableDRASchedulerFilterTimeout {
-		// As in-tree: the timeout is part of that gate.
+	if !fts.EnableDRASchedulerFilterTimeout && args.FilterTimeout.Duration > 0 {
+		// As in-tree, the timeout is part of that gate; said, since the
+		// shipped configuration sets it and in-tree would refuse it.
+		klog.FromContext(ctx).Info("filterTimeout not applied: the DRASchedulerFilterTimeout feature gate is off", "profile", fh.ProfileName(), "filterTimeout", args.FilterTimeout.Duration)
 		args.FilterTimeout.Duration = 0
 	}
 	engine, err := allocator.New(allocator.Options{
