@@ -21,14 +21,19 @@ var _ fwk.PodGroupPostFilterPlugin = &GPUTopology{}
 // a claim of the PodGroup (DRAWorkloadResourceClaims) that no node can
 // use where it is allocated, or the group's reservation of its claims, so
 // that the next attempt allocates them anew. Like upstream it leaves
-// composite groups and, with TopologyAwareWorkloadScheduling, groups with
-// topology constraints alone: their placements are chosen per domain
-// (GPUCliquePlacement).
+// composite groups alone, and the claims of the PodGroup of a group with
+// topology constraints (with TopologyAwareWorkloadScheduling): their
+// placements are chosen per domain (GPUCliquePlacement). Unlike upstream
+// it still frees such a group's pods' own claims: one whose binding
+// failed or timed out, or written for a pod whose binding then failed,
+// is usable on no node, and nothing else would ever free it (no per-pod
+// PostFilter runs for a pod of a group), so the group would wait forever.
 func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	pg := pgInfo.GetPodGroup()
-	if pgInfo.GetType() == fwk.CompositePodGroupKeyType || pg == nil || pl.fts.EnableTopologyAwareWorkloadScheduling && pg.Spec.SchedulingConstraints != nil {
+	if pgInfo.GetType() == fwk.CompositePodGroupKeyType || pg == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	constrained := pl.fts.EnableTopologyAwareWorkloadScheduling && pg.Spec.SchedulingConstraints != nil
 	g, err := readGroup(state)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -48,7 +53,7 @@ func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGrou
 		}
 		unreserveGroup = unreserveGroup || !found
 	}
-	if pods := pgInfo.GetUnscheduledPods(); unreserveGroup && pl.workloadClaims() && len(pods) > 0 {
+	if pods := pgInfo.GetUnscheduledPods(); unreserveGroup && !constrained && pl.workloadClaims() && len(pods) > 0 {
 		if status := pl.freeGroupClaims(ctx, g, pods[0]); status != nil {
 			return nil, status
 		}

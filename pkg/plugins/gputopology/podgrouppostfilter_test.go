@@ -14,8 +14,8 @@ import (
 )
 
 // PodGroupPostFilter: a pod's own claim allocated where the group cannot
-// run is freed; claims others hold, and groups whose placements are
-// chosen per topology domain, are left alone.
+// run is freed, in a group whose placements are chosen per topology
+// domain too (else nothing frees it); claims others hold are left alone.
 func TestPodGroupPostFilter(t *testing.T) {
 	constrained := &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: "nvidia.com/gpu.clique"}}}
 	for _, tc := range []struct {
@@ -27,7 +27,8 @@ func TestPodGroupPostFilter(t *testing.T) {
 	}{
 		{"own claim allocated elsewhere: freed", claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj(), nil, true, "deallocation and deletion of ResourceClaims completed"},
 		{"claim another pod holds: kept", claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).ReservedForPod("other", types.UID("uid-other")).Obj(), nil, false, "deallocation and deletion of ResourceClaims completed"},
-		{"topology-constrained group: left to its placements", claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj(), constrained, false, ""},
+		{"topology-constrained group: its pod's own claim freed too", claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj(), constrained, true, "deallocation and deletion of ResourceClaims completed"},
+		{"topology-constrained group: a claim another pod holds kept", claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).ReservedForPod("other", types.UID("uid-other")).Obj(), constrained, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{tc.claim}})
