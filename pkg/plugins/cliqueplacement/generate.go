@@ -1,6 +1,7 @@
 package cliqueplacement
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -50,7 +52,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, fwk.AsStatus(err)
 	}
 	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, gpus, pl.fts.EnableTaintTolerationComparisonOperators)
-	pinned, status := pl.pinnedDomain(logger, scheduled, key, gpus)
+	pinned, status := pinnedDomain(logger, scheduled, key, gpus, pl.fh.SnapshotSharedLister().NodeInfos().Get)
 	if status != nil {
 		return nil, status
 	}
@@ -135,16 +137,22 @@ func (pl *CliquePlacement) scheduledPods(pg fwk.PodGroupInfo) ([]*v1.Pod, error)
 }
 
 // pinnedDomain is the domain the group's scheduled pods run in ("" when
-// none runs yet): the rest of the group must join them there.
-func (pl *CliquePlacement) pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs) (string, *fwk.Status) {
-	pinned, first := "", ""
+// none runs yet): the rest of the group must join them there. A pod on a
+// node that publishes no GPUs now and has no clique label (its node agent
+// restarting, its kubelet wiping the slices) says nothing: the others'
+// domain pins the group, and with none the group waits for the GPUs.
+func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs, nodeInfo func(string) (fwk.NodeInfo, error)) (string, *fwk.Status) {
+	pinned, first, unknown := "", "", ""
 	for _, p := range scheduled {
-		n, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(p.Spec.NodeName)
+		n, err := nodeInfo(p.Spec.NodeName)
 		if err != nil {
 			return "", fwk.AsStatus(fmt.Errorf("node of scheduled pod %s: %w", klog.KObj(p), err))
 		}
 		d := domainOf(logger, n.Node(), key, gpus[n.Node().Name])
 		switch {
+		case d == "" && key == contract.LabelClique && gpus[n.Node().Name] == nil:
+			unknown = cmp.Or(unknown, fmt.Sprintf("pod %s of the group runs on node %s, which publishes no GPUs now (its node agent may be restarting): its %s domain is unknown until it does", p.Name, p.Spec.NodeName, key))
+			continue
 		case d == "":
 			return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"pod %s of the group runs on node %s, which is in no %s domain", p.Name, p.Spec.NodeName, key))
@@ -153,6 +161,9 @@ func (pl *CliquePlacement) pinnedDomain(logger klog.Logger, scheduled []*v1.Pod,
 				"pods %s and %s of the group already run in different %s domains (%s, %s)", first, p.Name, key, pinned, d))
 		}
 		pinned, first = d, p.Name
+	}
+	if pinned == "" && unknown != "" {
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unknown)
 	}
 	return pinned, nil
 }

@@ -393,3 +393,45 @@ func TestClaimedDomain(t *testing.T) {
 		}
 	}
 }
+
+// The group's scheduled pods pin it to their clique. A pod on a node that
+// publishes no GPUs now (its agent restarting) says nothing while another
+// pod pins the group; alone, the group waits for it. A node that
+// publishes GPUs in no clique is an error.
+func TestPinnedDomain(t *testing.T) {
+	nodes := map[string]fwk.NodeInfo{
+		"a": nodeInfo("a", nil), "b": nodeInfo("b", nil), "away": nodeInfo("away", nil), "none": nodeInfo("none", nil),
+	}
+	gpus := map[string]*topology.NodeGPUs{"a": {GPUs: 4, Clique: "c.1"}, "b": {GPUs: 4, Clique: "c.2"}, "none": {GPUs: 4}}
+	on := func(name, node string) *v1.Pod {
+		p := pod(name, nil)
+		p.Spec.NodeName = node
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		pods    []*v1.Pod
+		want    string
+		wantErr string
+	}{
+		{name: "none scheduled"},
+		{name: "one clique", pods: []*v1.Pod{on("p0", "a"), on("p1", "a")}, want: "c.1"},
+		{name: "a node publishing no GPUs now is skipped", pods: []*v1.Pod{on("p0", "away"), on("p1", "a")}, want: "c.1"},
+		{name: "only nodes publishing no GPUs", pods: []*v1.Pod{on("p0", "away")}, wantErr: "pod p0 of the group runs on node away, which publishes no GPUs now"},
+		{name: "GPUs in no clique", pods: []*v1.Pod{on("p0", "none")}, wantErr: "pod p0 of the group runs on node none, which is in no nvidia.com/gpu.clique domain"},
+		{name: "two cliques", pods: []*v1.Pod{on("p0", "a"), on("p1", "b")}, wantErr: "already run in different nvidia.com/gpu.clique domains (c.1, c.2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, status := pinnedDomain(klog.Background(), tc.pods, contract.LabelClique, gpus, func(name string) (fwk.NodeInfo, error) { return nodes[name], nil })
+			if tc.wantErr != "" {
+				if status == nil || !strings.Contains(status.Message(), tc.wantErr) {
+					t.Errorf("status %v, want one containing %q", status, tc.wantErr)
+				}
+				return
+			}
+			if status != nil || got != tc.want {
+				t.Errorf("pinned %q, %v; want %q", got, status, tc.want)
+			}
+		})
+	}
+}
