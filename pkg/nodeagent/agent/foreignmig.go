@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -22,7 +23,24 @@ const defaultMIGPollInterval = 30 * time.Second
 // offers them again once the instance is gone.
 func (a *Agent) withholdForeignInstances(logger klog.Logger) {
 	for _, g := range a.gpus {
-		a.withholdOthers(logger, g.Index, g.UUID, func() ([]discovery.MIGInstance, error) { return g.MIGInstances, nil })
+		if !g.MIGEnabled {
+			continue
+		}
+		list := func() ([]discovery.MIGInstance, error) {
+			d, ret := a.opts.NVML.DeviceGetHandleByUUID(g.UUID)
+			if ret != nvml.SUCCESS {
+				return nil, fmt.Errorf("GPU %s: %s", g.UUID, nvml.ErrorString(ret))
+			}
+			return discovery.MIGInstances(d)
+		}
+		if _, err := a.withholdOthers(logger, g.Index, g.UUID, list); err != nil {
+			// Offered, its partitions could be slices another's instance
+			// holds: the whole GPU waits until a list works.
+			a.publishMu.Lock()
+			a.layout.WithholdOnly(g.Index, []discovery.Placement{{Start: 0, Size: g.MemorySlices()}})
+			a.publishMu.Unlock()
+			logger.Error(err, "MIG instances not listed at start: the GPU's partitions are not offered until they can be", "gpu", g.Index, "uuid", g.UUID)
+		}
 	}
 }
 
@@ -50,22 +68,23 @@ func (a *Agent) rereadForeignInstances(logger klog.Logger) (changed bool) {
 			continue
 		}
 		list := func() ([]discovery.MIGInstance, error) { return discovery.MIGInstances(d) }
-		changed = a.withholdOthers(logger, index, uuid, list) || changed
+		c, _ := a.withholdOthers(logger, index, uuid, list)
+		changed = c || changed
 	}
 	return changed
 }
 
 // withholdOthers withholds on GPU index what the instances that list
 // finds and no claim made hold, and says whether that changed; a list
-// that fails keeps what was withheld. The list waits for a prepare in
+// that fails keeps what was withheld, and is returned. The list waits for a prepare in
 // progress (Preparer.Unowned), so it is taken before publishMu:
 // publishing (after a health change) does not wait for it. Only Start
 // and then followForeignInstances change what is withheld.
-func (a *Agent) withholdOthers(logger klog.Logger, index int, uuid string, list func() ([]discovery.MIGInstance, error)) bool {
+func (a *Agent) withholdOthers(logger klog.Logger, index int, uuid string, list func() ([]discovery.MIGInstance, error)) (bool, error) {
 	others, err := a.preparer.Unowned(uuid, list)
 	if err != nil {
 		logger.V(2).Info("MIG instances not listed", "gpu", index, "uuid", uuid, "err", err)
-		return false
+		return false, err
 	}
 	a.publishMu.Lock()
 	withheld, changed := a.layout.WithholdOnly(index, placements(others))
@@ -80,7 +99,7 @@ func (a *Agent) withholdOthers(logger klog.Logger, index int, uuid string, list 
 				"gpu", index, "uuid", uuid, "instance", inst.ID, "start", inst.Start, "size", inst.Size, "withheld", withheld)
 		}
 	}
-	return changed
+	return changed, nil
 }
 
 func placements(instances []discovery.MIGInstance) []discovery.Placement {

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,4 +176,44 @@ func containsNone(have []string, unwanted ...string) bool {
 		}
 	}
 	return true
+}
+
+// A GPU whose instances cannot be listed at start is not offered at all
+// (another's instance may hold any of its slices) until a list works;
+// then what the instances found leave free is offered.
+func TestInstancesNotListedAtStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lib, client, cfg := migNode(t)
+	gpu1 := lib.Devices[1].(*server.Device)
+	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if _, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	list := gpu1.GetGpuInstancesFunc
+	gpu1.GetGpuInstancesFunc = func(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+		if failing.Load() {
+			return nil, nvml.ERROR_UNKNOWN
+		}
+		return list(info)
+	}
+	o := testOptions("node-1", cfg, lib, client, t.TempDir())
+	o.MIGPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	published := func() []string { return publishedNames(ctx, t, client) }
+	waitFor(t, "the slices", func() bool { return slices.Contains(published(), "gpu-2") })
+	if got := published(); slices.ContainsFunc(got, func(name string) bool { return strings.HasPrefix(name, "gpu-1") }) {
+		t.Errorf("published %v: want nothing of GPU 1, whose instances were not listed", got)
+	}
+	failing.Store(false)
+	waitFor(t, "GPU 1's partitions beside the other's instance offered", func() bool {
+		got := published()
+		return containsAll(got, "gpu-1-mig-4g40gb-0", "gpu-1-mig-1g10gb-3") && containsNone(got, "gpu-1", "gpu-1-mig-3g40gb-4")
+	})
 }

@@ -56,9 +56,6 @@ type GPU struct {
 	// GPU instance profiles and their placements when it is.
 	MIGEnabled  bool
 	MIGProfiles []MIGProfile
-	// MIGInstances are the GPU instances that exist on the GPU when it
-	// is read, made by the agent or by anyone else, sorted by placement.
-	MIGInstances []MIGInstance
 	// MIGPending: MIG mode was changed and takes effect at the GPU's next
 	// reset (or the node's reboot).
 	MIGPending bool
@@ -177,12 +174,6 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	if memRet != nvml.SUCCESS {
 		if err := memoryOfMIG(&g, memRet, opts); err != nil {
 			return GPU{}, fmt.Errorf("device %d: %w", i, err)
-		}
-	}
-	if g.MIGEnabled {
-		var err error
-		if g.MIGInstances, err = MIGInstances(d); err != nil {
-			opts.problem(i, fmt.Errorf("device %d: existing MIG instances not listed: %w", i, err))
 		}
 	}
 	return g, nil

@@ -19,7 +19,7 @@ func TestUnownedListsWhileNoClaimIsUnprepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	uuid := n.layout.Devices[0].GPU.UUID
-	gpu0, err := discovery.Discover(n.lib, discovery.Options{})
+	instances, err := discovery.MIGInstances(n.lib.Devices[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestUnownedListsWhileNoClaimIsUnprepared(t *testing.T) {
 		others, err := n.p.Unowned(uuid, func() ([]discovery.MIGInstance, error) {
 			close(listed)
 			<-release
-			return gpu0[0].MIGInstances, nil
+			return instances, nil
 		})
 		if err != nil {
 			t.Error(err)
@@ -45,8 +45,8 @@ func TestUnownedListsWhileNoClaimIsUnprepared(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if others := <-result; len(others) != 0 || len(gpu0[0].MIGInstances) != 1 {
-		t.Errorf("listed %v, of them others' %v; want the claim's one instance, not another's", gpu0[0].MIGInstances, others)
+	if others := <-result; len(others) != 0 || len(instances) != 1 {
+		t.Errorf("listed %v, of them others' %v; want the claim's one instance, not another's", instances, others)
 	}
 	if err := <-unprepared; err != nil || n.gpuInstances(0) != 0 {
 		t.Errorf("unprepare after the list: %v, %d instances left", err, n.gpuInstances(0))
