@@ -63,11 +63,16 @@ type solution struct {
 	picks   [][]pick
 	subs    [][]int
 	quality Quality
+	// binding counts the picks whose device has binding conditions.
+	binding int
 }
 
 // beats reports whether the run's current solution, of quality q, is
 // better than the best so far: a more preferred firstAvailable alternative
-// always wins (the user's order), then the higher policy score.
+// always wins (the user's order), then fewer devices with binding
+// conditions (upstream tries their pools last: a device that must be
+// attached first is taken only where no other fits), then the higher
+// policy score.
 func (r *run) beats(q Quality) bool {
 	b := r.best
 	for c := range r.curSub {
@@ -77,11 +82,28 @@ func (r *run) beats(q Quality) bool {
 			}
 		}
 	}
+	if n := r.bindingPicks(); n != b.binding {
+		return n < b.binding
+	}
 	return q.Score > b.quality.Score+1e-9
 }
 
+// bindingPicks counts the current picks whose device has binding
+// conditions.
+func (r *run) bindingPicks() int {
+	n := 0
+	for _, picks := range r.picks {
+		for _, p := range picks {
+			if len(r.view.devices[p.dev].api.BindingConditions) > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (r *run) snapshot(q Quality) *solution {
-	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub)), quality: q}
+	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub)), quality: q, binding: r.bindingPicks()}
 	for i := range r.picks {
 		sol.picks[i] = append([]pick(nil), r.picks[i]...)
 		sol.subs[i] = append([]int(nil), r.curSub[i]...)
