@@ -117,9 +117,16 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 # --output type=docker,rewrite-timestamp=true for bit-identical layers.
 IMAGE_BUILD_FLAGS ?=
 BIN_DIR ?= $(OUT)/bin
+# The Kubernetes release the binaries are built on, stamped where
+# kube-scheduler's own code reads its version (component-base: the
+# kubernetes_build_info metric, --version=vX.Y.Z, the start-up log;
+# client-go: the User-Agent); unstamped they say v0.0.0-master.
+K8S_VERSION = $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+K8S_VERSION_FIELDS = $(subst ., ,$(patsubst v%,%,$(K8S_VERSION)))
+K8S_LDFLAGS = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(word 1,$(K8S_VERSION_FIELDS)) -X $(p).gitMinor=$(word 2,$(K8S_VERSION_FIELDS)))
 # Reproducible: no paths, VCS state or build IDs in the binaries, so the
 # same commit and Go toolchain give the same bytes.
-GO_BUILD_FLAGS = -trimpath -buildvcs=false -ldflags '-s -w -buildid= -X github.com/gputopo/gputopo/pkg/version.Version=$(VERSION)'
+GO_BUILD_FLAGS = -trimpath -buildvcs=false -ldflags '-s -w -buildid= -X github.com/gputopo/gputopo/pkg/version.Version=$(VERSION) $(K8S_LDFLAGS)'
 
 .PHONY: build build-gputopo-scheduler build-gputopo-nodeagent build-kubectl-gputopo image image-scheduler image-nodeagent
 

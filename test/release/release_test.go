@@ -62,6 +62,42 @@ func TestReleaseBinaryIsReproducibleAndStamped(t *testing.T) {
 	}
 }
 
+// The binaries carry the Kubernetes release they are built on where
+// kube-scheduler's own code reads its version (component-base, client-go):
+// unstamped, kubernetes_build_info says v0.0.0-master and
+// --version=vX.Y.Z is refused. -X names a variable silently, so each is
+// checked to exist in the module the build uses.
+func TestKubernetesVersionStamped(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	k8s := strings.TrimSpace(runIn(t, root, "go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes"))
+	fields := strings.Split(strings.TrimPrefix(k8s, "v"), ".")
+	if len(fields) < 2 {
+		t.Fatalf("k8s.io/kubernetes version %q", k8s)
+	}
+	build := runIn(t, root, "make", "-n", "build-gputopo-scheduler")
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		for variable, value := range map[string]string{"gitVersion": k8s, "gitMajor": fields[0], "gitMinor": fields[1]} {
+			want := "-X " + pkg + "." + variable + "=" + value
+			if !regexp.MustCompile(regexp.QuoteMeta(want) + `['\s]`).MatchString(build) {
+				t.Errorf("make build-gputopo-scheduler does not stamp %q:\n%s", want, build)
+			}
+		}
+		module := strings.Join(strings.Split(pkg, "/")[:2], "/")
+		dir := strings.TrimSpace(runIn(t, root, "go", "list", "-m", "-f", "{{.Dir}}", module))
+		src, err := os.ReadFile(filepath.Join(dir, strings.TrimPrefix(pkg, module+"/"), "base.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, variable := range []string{"gitVersion", "gitMajor", "gitMinor"} {
+			if !regexp.MustCompile(`(?m)^\s+` + variable + `\s`).Match(src) {
+				t.Errorf("%s has no variable %s to stamp", pkg, variable)
+			}
+		}
+	}
+}
+
 // make image builds both targets of the Dockerfile with the release's
 // tag, version and timestamp, with whichever container tool is named.
 func TestMakeImageCommands(t *testing.T) {

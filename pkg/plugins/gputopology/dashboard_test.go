@@ -1,16 +1,22 @@
 package gputopology
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // as cmd/scheduler: client-go's metrics, leader election's among them
 	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 )
 
@@ -19,10 +25,11 @@ const dashboard = "../../../manifests/grafana/gputopo-dashboard.json"
 
 // Every metric a panel of the dashboard queries is served by the
 // scheduler: gputopo's, registered as New registers them, or
-// kube-scheduler's own.
+// kube-scheduler's own (leader election's once it elects).
 func TestDashboardMetricsExist(t *testing.T) {
 	registerMetrics()
 	schedulermetrics.Register()
+	registerLeaderElectionMetrics(t)
 	panels := dashboardExprs(t, dashboard)
 	if len(panels) == 0 {
 		t.Fatalf("%s: no panel with a query", dashboard)
@@ -190,3 +197,17 @@ type probeCollector struct{ desc *prometheus.Desc }
 
 func (p probeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
 func (p probeCollector) Collect(chan<- prometheus.Metric)    {}
+
+// registerLeaderElectionMetrics makes a leader elector, as kube-scheduler
+// does at start: client-go registers its metrics then.
+func registerLeaderElectionMetrics(t *testing.T) {
+	t.Helper()
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"}, LockConfig: resourcelock.ResourceLockConfig{Identity: "test"}}
+	_, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: "kube-scheduler", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
