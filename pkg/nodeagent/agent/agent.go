@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -83,6 +84,13 @@ type Agent struct {
 	mu      sync.Mutex
 	healthy chan struct{} // closed and replaced when taints change
 	fatal   error
+
+	// labelled is the clique label value last written (cliqueLabel);
+	// labelDrift is signalled when the Node's label differs from it
+	// (another tool changed or removed it), so that followCliques
+	// writes it again.
+	labelled   atomic.Pointer[string]
+	labelDrift chan struct{}
 }
 
 var _ kubeletplugin.DRAPlugin = (*Agent)(nil)
@@ -124,7 +132,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		uuids[i] = g.UUID
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	a := &Agent{opts: o, gpus: gpus, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}),
+	a := &Agent{opts: o, gpus: gpus, layout: layout, preparer: preparer, cancel: cancel, done: ctx.Done(), healthy: make(chan struct{}), labelDrift: make(chan struct{}, 1),
 		monitor: health.New(o.NVML, uuids, health.Options{Policy: o.Config.Health, ProbeInterval: o.ProbeInterval, AckDir: AckDir(o.PluginDir),
 			StatePath: filepath.Join(o.PluginDir, "health.json")})}
 	a.withholdForeignInstances(logger)

@@ -9,6 +9,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
 )
 
@@ -29,16 +30,37 @@ const defaultFabricPollInterval = 10 * time.Second
 //
 // With cliqueLabel the node's label follows too, once no GPU is pending
 // (before, its GPUs would disagree), retried until the API server takes
-// it. labelled is the clique the label was set to at start, nil when it
-// was not set then.
+// it, and written again when another tool changed it (followNode sees
+// that). labelled is the clique the label was set to at start, nil when
+// it was not set then.
 func (a *Agent) followCliques(ctx context.Context, labelled *string) {
+	a.labelled.Store(labelled)
 	a.everyInterval(ctx, a.opts.FabricPollInterval, defaultFabricPollInterval, "Republishing with the GPUs' NVLink cliques", func() bool {
 		changed, pending := a.rereadCliques(ctx)
+		select {
+		case <-a.labelDrift:
+			labelled = nil
+		default:
+		}
 		if !pending && a.opts.Config.CliqueLabel {
 			labelled = a.relabel(ctx, labelled)
+			a.labelled.Store(labelled)
 		}
 		return changed
 	})
+}
+
+// noticeLabelDrift signals followCliques when the node's clique label is
+// not the one last written.
+func (a *Agent) noticeLabelDrift(labels map[string]string) {
+	written := a.labelled.Load()
+	if !a.opts.Config.CliqueLabel || written == nil || labels[contract.LabelClique] == *written {
+		return
+	}
+	select {
+	case a.labelDrift <- struct{}{}:
+	default:
+	}
 }
 
 // relabel sets the node's clique label when the GPUs' clique differs from

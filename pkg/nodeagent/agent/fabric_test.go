@@ -2,7 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -185,6 +188,19 @@ func TestCliqueFollowedAfterItIsKnown(t *testing.T) {
 		first = c
 		return ok && c != "" && labelled && l == c
 	})
+
+	// Another tool removes the label, then sets another value: the
+	// agent writes its own again.
+	for _, value := range []any{nil, "other.0"} {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{contract.LabelClique: value}}})
+		if _, err := client.CoreV1().Nodes().Patch(ctx, "tray-1", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("the label set again after another tool set %v", value), func() bool {
+			l, labelled := label()
+			return labelled && l == first
+		})
+	}
 
 	// Reads that fail for a while (a GPU resetting) change nothing.
 	lib.FailFabricReads(true)

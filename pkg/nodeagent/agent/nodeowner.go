@@ -28,15 +28,22 @@ func nodeUID(ctx context.Context, o Options) (types.UID, error) {
 // the old Node's UID, so the garbage collector would delete them and the
 // slice controller recreate them with the same stale owner, over and
 // over. The restarted agent (the DaemonSet restarts it) publishes for
-// the new Node, and labels it.
+// the new Node, and labels it. It also notices a clique label that
+// another tool changed (noticeLabelDrift).
 func (a *Agent) followNode(ctx context.Context, uid types.UID) {
 	factory := informers.NewSharedInformerFactoryWithOptions(a.opts.KubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.opts.NodeName).String()
 	}))
 	check := func(obj any) {
-		if n, ok := obj.(*v1.Node); ok && n.Name == a.opts.NodeName && n.UID != uid {
-			a.HandleError(ctx, fmt.Errorf("node %s was created again (UID %s, was %s): restarting, so that its ResourceSlices name the new Node as their owner", n.Name, n.UID, uid), "Node replaced")
+		n, ok := obj.(*v1.Node)
+		if !ok || n.Name != a.opts.NodeName {
+			return
 		}
+		if n.UID != uid {
+			a.HandleError(ctx, fmt.Errorf("node %s was created again (UID %s, was %s): restarting, so that its ResourceSlices name the new Node as their owner", n.Name, n.UID, uid), "Node replaced")
+			return
+		}
+		a.noticeLabelDrift(n.Labels)
 	}
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    check,
