@@ -211,9 +211,33 @@ func (p *Preparer) checkConfig(c Claim, configs []resourceapi.DeviceAllocationCo
 		if cfg.Opaque == nil || cfg.Opaque.Driver != p.layout.Driver || !configApplies(cfg.Requests, c.Devices) {
 			continue
 		}
-		return fmt.Errorf("claim %s: status.allocation.devices.config[%d]: opaque parameters for driver %s (%s): this node agent takes none; remove them from the claim or its device class", claimRef(c), i, cfg.Opaque.Driver, cfg.Source)
+		return fmt.Errorf("claim %s: status.allocation.devices.config[%d]: opaque parameters for driver %s, %s, for %s: this node agent takes none; remove them from %s", claimRef(c), i, cfg.Opaque.Driver, configSource(cfg.Source), configRequests(cfg.Requests), configHolder(cfg.Source))
 	}
 	return nil
+}
+
+// configSource, configRequests and configHolder word where a config came
+// from and what it applies to, so that the user finds the object to edit
+// (the index is the allocation's, not the claim's or the class's).
+func configSource(s resourceapi.AllocationConfigSource) string {
+	if s == resourceapi.AllocationConfigSourceClass {
+		return "from the device class (spec.config)"
+	}
+	return "from the claim (spec.devices.config)"
+}
+
+func configRequests(requests []string) string {
+	if len(requests) == 0 {
+		return "every request"
+	}
+	return "request " + strings.Join(requests, ", ")
+}
+
+func configHolder(s resourceapi.AllocationConfigSource) string {
+	if s == resourceapi.AllocationConfigSourceClass {
+		return "the DeviceClass its request names, or use another class"
+	}
+	return "the claim (or its ResourceClaimTemplate)"
 }
 
 // configApplies: a configuration naming no requests applies to all; one

@@ -421,8 +421,8 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", UID: "u"}}, "status.allocation is empty"},
 		{other, `results[0]: pool "n2" is not this node's pool`},
 		{claim("b").device("gpu-9").obj(), `results[0]: device "gpu-9" is not published`},
-		{claim("c").device("gpu-1").config("gpu.nvidia.com").obj(), "status.allocation.devices.config[0]: opaque parameters for driver gpu.nvidia.com (FromClaim): this node agent takes none"},
-		{claim("d").device("gpu-1").config("other.example.com").config("gpu.nvidia.com", "gpu").obj(), "status.allocation.devices.config[1]"},
+		{claim("c").device("gpu-1").config("gpu.nvidia.com").obj(), "status.allocation.devices.config[0]: opaque parameters for driver gpu.nvidia.com, from the claim (spec.devices.config), for every request: this node agent takes none; remove them from the claim"},
+		{claim("d").device("gpu-1").config("other.example.com").config("gpu.nvidia.com", "gpu").obj(), "status.allocation.devices.config[1]: opaque parameters for driver gpu.nvidia.com, from the claim (spec.devices.config), for request gpu:"},
 	} {
 		if _, err := n.p.Prepare(ctx, tc.claim); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
