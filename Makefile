@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large
+.PHONY: cgo test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -13,15 +13,21 @@ $(ETCD): go.mod go.sum
 ## test: everything CI runs (vet, formatting, unit tests including the
 ## 10,000-case differential test against upstream's allocator, and the
 ## integration tests against a real kube-apiserver and etcd).
-test: vet fmt-check $(ETCD)
+test: cgo vet fmt-check $(ETCD)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 30m ./...
+
+# go-nvml's bindings are cgo: without a C compiler Go turns cgo off and
+# the build fails with "undefined: Return" in go-nvml, which says nothing
+# of the cause.
+cgo:
+	@test "$$($(GO) env CGO_ENABLED)" = 1 || { echo "gputopo builds with cgo (go-nvml's bindings): install a C compiler (Debian: apt-get install gcc) or set CC, then run make again" >&2; exit 1; }
 
 ## test-integration: only the scheduler against a real API server.
 test-integration: $(ETCD)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./test/integration/...
 
 ## test-short: the quick loop while editing the engine.
-test-short:
+test-short: cgo
 	$(GO) test -count=1 -short ./pkg/...
 
 vet:
@@ -50,7 +56,7 @@ fuzz:
 bench: bench-engine bench-perf bench-churn
 
 ## bench-churn: jobs arriving and leaving on NVLink-pair, NVSwitch, GB200,
-## MIG and shared-GPU fleets, 10 seeds, both profiles in-process (about 2
+## MIG and shared-GPU fleets, 10 seeds, both profiles in-process (1 to 2
 ## minutes); QUALITY lines per stream, seed and measure, tables in
 ## $(OUT)/churn/churn.md (docs/demo.md).
 CHURN_SEEDS ?= 10
@@ -77,7 +83,7 @@ bench-perf: $(ETCD)
 	$(GO) run ./hack/perfreport $(PERF_OUT) | tee $(PERF_OUT)/report.txt
 
 ## bench-large: GPUFleet on 5,000 nodes (40,000 GPUs) through both
-## profiles with CPU profiles (about 20 minutes): CPU seconds per pod in
+## profiles with CPU profiles (8 to 20 minutes): CPU seconds per pod in
 ## the scheduler's code and p50/p99 scheduling latency, side by side.
 bench-large: $(ETCD)
 	@rm -rf $(OUT)/perf-large && mkdir -p $(OUT)/perf-large
