@@ -47,6 +47,23 @@ type flags struct {
 	nodes, seeds, parallel                                        int
 	traces, schedulers, streams                                   []string
 	quiet                                                         bool
+	// quietLogs: the embedded control plane logs to a file (-v=0).
+	quietLogs bool
+}
+
+// controlPlaneLog is the file under --out that the embedded control
+// plane's logs go to at -v=0.
+const controlPlaneLog = "control-plane.log"
+
+// logToFile sends klog's output (the embedded control plane's) to path
+// alone: not to the terminal, nor to klog's default files in the
+// system's temporary directory.
+func logToFile(path string) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "log_file": path, "one_output": "true"} {
+		_ = fs.Set(name, value)
+	}
 }
 
 func parse(args []string) (flags, error) {
@@ -81,13 +98,10 @@ func parse(args []string) (flags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q: flags take the form --name=value", fs.Arg(0))
 	}
-	// The control plane's own logs stay quiet unless asked for.
+	// The control plane's own logs stay off the terminal unless asked
+	// for (run sends them to a file under --out).
 	_ = klogFlags.Set("v", fmt.Sprint(*v))
-	if *v == 0 {
-		_ = klogFlags.Set("logtostderr", "false")
-		_ = klogFlags.Set("alsologtostderr", "false")
-		_ = klogFlags.Set("stderrthreshold", "FATAL")
-	}
+	f.quietLogs = *v == 0
 	switch f.scenario {
 	case "default", "nvl72", "openb", "openb-table", "churn":
 	default:

@@ -115,7 +115,7 @@ func TestNVL72Scenario(t *testing.T) {
 	if started != "8 of 8" || inOne != "8 of 8" {
 		t.Errorf("gputopo: %q groups started whole, %q in one clique; want 8 of 8 both", started, inOne)
 	}
-	for _, want := range []string{"Pod groups: started whole", "Racks at the end, gputopo", "Racks at the end, in-tree (first-fit)", "rack-a", "rack-b"} {
+	for _, want := range []string{"Pod groups: started whole", "Racks at the end, gputopo", "Racks at the end, in-tree (first-fit)", "nvl72-a", "nvl72-b"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q", want)
 		}
@@ -126,7 +126,7 @@ func TestNVL72Scenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`<section id="racks">`, "Racks and trays", `id="chart-racks"`, `data-scheduler="gputopo"`, `data-scheduler="in-tree-first-fit"`, `data-rack="rack-a"`, `data-rack="rack-b"`, `data-group="h"`} {
+	for _, want := range []string{`<section id="racks">`, "Racks and trays", `id="chart-racks"`, `data-scheduler="gputopo"`, `data-scheduler="in-tree-first-fit"`, `data-rack="nvl72-a"`, `data-rack="nvl72-b"`, `data-group="h"`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report lacks %s", want)
 		}

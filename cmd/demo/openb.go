@@ -105,9 +105,9 @@ func addOpenBResults(ctx context.Context, client kubernetes.Interface, rep *repo
 		for _, p := range out.Tracker.Points() {
 			r.Curve = append(r.Curve, report.Point{ArrivedPercent: p.ArrivedPercent, UnallocatedPercent: p.UnallocatedPercent})
 		}
-		at100, ok := out.Tracker.At(100)
-		r.UnallocatedGPUPercent, r.EndArrivedPercent = at100, 0
-		if !ok {
+		var reached bool
+		r.UnallocatedGPUPercent, r.EndArrivedPercent, reached = figureAt100(out.Tracker)
+		if !reached {
 			rep.Notes = append(rep.Notes, out.Target.Name+": the run did not reach 100% arrived; the last figure is shown.")
 		}
 		r.Extra = nil
@@ -115,6 +115,18 @@ func addOpenBResults(ctx context.Context, client kubernetes.Interface, rep *repo
 		rep.Schedulers = append(rep.Schedulers, r)
 	}
 	return nil
+}
+
+// figureAt100 is the unallocated GPU share at 100% arrived, the paper's
+// figure. A run that stopped short of it (--until) gives its last one,
+// with the arrived share it was read at (0 when it is the 100% one), so
+// that the report never labels a partial figure "@100% arrived".
+func figureAt100(t *openb.Tracker) (unallocated, endArrived float64, reached bool) {
+	unallocated, reached = t.At(100)
+	if pts := t.Points(); !reached && len(pts) > 0 {
+		endArrived = pts[len(pts)-1].ArrivedPercent
+	}
+	return unallocated, endArrived, reached
 }
 
 // openbTrace is the trace shipped with gputopo, or a folder of the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/controlplane"
@@ -36,6 +37,12 @@ func run(ctx context.Context, args []string) error {
 	started := time.Now()
 	if err := writableDir(f.out); err != nil {
 		return fmt.Errorf("--out=%s: %w", f.out, err)
+	}
+	logPath := ""
+	if f.quietLogs && f.kubeconfig == "" {
+		logPath = filepath.Join(f.out, controlPlaneLog)
+		logToFile(logPath)
+		defer klog.Flush()
 	}
 	if f.cpuProfile != "" {
 		prof, err := os.Create(f.cpuProfile)
@@ -65,6 +72,9 @@ func run(ctx context.Context, args []string) error {
 		rep, err = openbScenario(ctx, f)
 	default:
 		rep, err = defaultScenario(ctx, f)
+	}
+	if err != nil && logPath != "" {
+		return fmt.Errorf("%w (the embedded control plane's log: %s)", err, logPath)
 	}
 	if err != nil {
 		return err
@@ -330,25 +340,56 @@ func onCluster(ctx context.Context, f flags) (report.Report, error) {
 		return report.Report{}, fmt.Errorf("the cluster publishes no GPU (no ResourceSlice device with %s %q): install the node agent first (docs/install.md)", contract.AttrType, contract.TypeGPU)
 	}
 	rep := report.Report{Title: "gputopo vs the in-tree DRA scheduler", Scenario: "on cluster " + cfg.Host}
-	for _, t := range []replay.Target{targets[1], targets[0]} {
-		outs, err := replay.Run(ctx, client, w, []replay.Target{t}, replay.Options{CapacityGPUs: gpus, Progress: progress(f.quiet)})
-		if err != nil {
-			return rep, err
+	passes := []replay.Target{targets[1], targets[0]}
+	for _, t := range passes {
+		// Pods left there would hold GPUs and make the passes unequal.
+		if _, err := client.CoreV1().Namespaces().Get(ctx, t.Namespace(), metav1.GetOptions{}); err == nil {
+			return rep, fmt.Errorf("namespace %s exists (left by an earlier run?): delete it first (kubectl delete namespace %s)", t.Namespace(), t.Namespace())
 		}
-		r, err := replay.Result(ctx, client, w, outs[0], allNodes(ctx, client))
+	}
+	for _, t := range passes {
+		r, err := clusterPass(ctx, client, w, t, replay.Options{CapacityGPUs: gpus, Progress: progress(f.quiet)})
 		if err != nil {
 			return rep, err
 		}
 		rep.Schedulers = append([]report.Result{r}, rep.Schedulers...)
-		if err := client.CoreV1().Namespaces().Delete(ctx, t.Namespace(), metav1.DeleteOptions{}); err != nil {
-			return rep, err
-		}
-		_ = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, err := client.CoreV1().Namespaces().Get(ctx, t.Namespace(), metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
 	}
 	return rep, nil
+}
+
+// namespaceGone is how long a pass's namespace may take to go: its pods'
+// claims are unprepared by the kubelets first.
+const namespaceGone = 5 * time.Minute
+
+// clusterPass replays the workload through one scheduler and removes its
+// namespace, also when the replay fails or is interrupted, so that no pod
+// keeps real GPUs; the next pass starts only once it is gone.
+func clusterPass(ctx context.Context, client kubernetes.Interface, w replay.Workload, t replay.Target, o replay.Options) (r report.Result, err error) {
+	defer func() {
+		if cerr := removeNamespace(context.WithoutCancel(ctx), client, t.Namespace()); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	outs, err := replay.Run(ctx, client, w, []replay.Target{t}, o)
+	if err != nil {
+		return r, err
+	}
+	return replay.Result(ctx, client, w, outs[0], allNodes(ctx, client))
+}
+
+// removeNamespace deletes the namespace and waits until it is gone.
+func removeNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
+	if err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, namespaceGone, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s still there after %s (its pods still hold GPUs): %w", ns, namespaceGone, err)
+	}
+	return nil
 }
 
 func allNodes(ctx context.Context, client kubernetes.Interface) map[string]string {

@@ -35,6 +35,11 @@ func tableScenario(ctx context.Context, f flags) (report.Report, error) {
 	}
 	spec.Seeds = seedList(f.seed, f.seeds)
 	done, total := 0, len(spec.Traces)*len(spec.Seeds)*len(spec.Targets)
+	if f.nodes == 0 && !f.quiet {
+		// Measured on 2 cores (BENCHMARKS.md): a user asking for the
+		// defaults should know before the first hour has gone.
+		fmt.Fprintf(os.Stderr, "openb-table: %d replays of all 1,213 nodes; on 2 cores about a minute per gputopo replay and 7 to 16 per in-tree one (hours in all); --nodes=300 --seeds=5 gives a look in minutes\n", total)
+	}
 	spec.Progress = func(r sim.Run) {
 		done++
 		say(fmt.Sprintf("%d/%d replays: %s seed %d %s: %.2f%% unallocated (%d/%d pods placed, %.0f pods/s)",

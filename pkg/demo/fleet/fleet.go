@@ -29,6 +29,8 @@ const (
 	CopyLabel  = "gputopo.io/copy"
 	ShapeLabel = "gputopo.io/shape"
 	ModelLabel = "gputopo.io/gpu-model"
+	// RackLabel: the rack (rack: in the fleet file) of a GB200 tray.
+	RackLabel = "gputopo.io/rack"
 )
 
 // Cluster is the fleet file: groups of identical nodes.
@@ -175,7 +177,11 @@ func Start(ctx context.Context, client kubernetes.Interface, c Cluster, copies [
 		for _, g := range c.Nodes {
 			for i := range g.Count {
 				n := Node{Name: fmt.Sprintf("%s-%s-%d", cp, g.Name, i), Copy: cp, Group: g.Name, Shape: g.Shape, Mode: g.AgentMode()}
-				if err := controlplane.CreateNode(ctx, client, n.Name, map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}, g.CPU, g.Memory); err != nil {
+				labels := map[string]string{CopyLabel: cp, ShapeLabel: string(g.Shape)}
+				if g.Rack != "" {
+					labels[RackLabel] = g.Rack
+				}
+				if err := controlplane.CreateNode(ctx, client, n.Name, labels, g.CPU, g.Memory); err != nil {
 					f.Stop()
 					return nil, err
 				}

@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/demo/fleet"
 	"github.com/gputopo/gputopo/pkg/demo/report"
 )
 
@@ -22,13 +24,21 @@ import (
 // Cliques come from the nodes' clique label, which the demo's node agents
 // write.
 func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, outs []*Outcome) ([]report.Table, []report.RackMap, [][]report.Figure, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	var nodes *v1.NodeList
+	err := retryRead(func() (err error) {
+		nodes, err = client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cliqueOf := map[string]string{}
 	traysOf := map[string][]string{} // clique -> nodes
+	rackName := map[string]string{}  // node -> its rack in the fleet file
 	for _, n := range nodes.Items {
+		if r := n.Labels[fleet.RackLabel]; r != "" {
+			rackName[n.Name] = r
+		}
 		if c := n.Labels[contract.LabelClique]; c != "" {
 			cliqueOf[n.Name] = c
 			traysOf[c] = append(traysOf[c], n.Name)
@@ -87,7 +97,7 @@ func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, o
 	}
 	racks := make([]report.RackMap, len(outs))
 	for i, o := range outs {
-		racks[i] = rackMap(o, traysOf)
+		racks[i] = rackMap(o, traysOf, rackName)
 	}
 	return []report.Table{summary}, racks, figures, nil
 }
@@ -95,7 +105,9 @@ func GroupTables(ctx context.Context, client kubernetes.Interface, w Workload, o
 // rackMap is the target's racks, each with its trays in order and the
 // group whose pod holds each at the end ("" free). A tray held by a pod
 // outside any group is marked "(no group)", so it does not read as free.
-func rackMap(o *Outcome, traysOf map[string][]string) report.RackMap {
+// A rack is named as the fleet file names it (rackName, by node), else
+// after its first tray's node group.
+func rackMap(o *Outcome, traysOf map[string][]string, rackName map[string]string) report.RackMap {
 	holder := map[string]string{}
 	for _, p := range o.Pods {
 		if p.Node == "" || p.Left {
@@ -124,7 +136,11 @@ func rackMap(o *Outcome, traysOf map[string][]string) report.RackMap {
 			}
 		}
 		slices.SortFunc(trays, byIndex)
-		r := report.Rack{Name: rackOf(o.Target.Copy, trays[0]), Clique: c}
+		name := rackName[trays[0]]
+		if name == "" {
+			name = rackOf(o.Target.Copy, trays[0])
+		}
+		r := report.Rack{Name: name, Clique: c}
 		for _, n := range trays {
 			r.Trays = append(r.Trays, report.Tray{Node: n, Group: holder[n]})
 		}
@@ -136,17 +152,18 @@ func rackMap(o *Outcome, traysOf map[string][]string) report.RackMap {
 // noGroup marks a tray held by a pod of no group.
 const noGroup = "(no group)"
 
-// byIndex orders node names by their numeric suffix (tray 2 before tray
-// 10), then by name.
+// byIndex orders node names by their node group (the name before the
+// numeric suffix: two groups' trays in one rack do not interleave), then
+// by the suffix (tray 2 before tray 10).
 func byIndex(a, b string) int {
-	index := func(s string) int {
-		n, _ := strconv.Atoi(s[strings.LastIndex(s, "-")+1:])
-		return n
+	split := func(s string) (string, int) {
+		i := strings.LastIndex(s, "-")
+		n, _ := strconv.Atoi(s[i+1:])
+		return s[:max(i, 0)], n
 	}
-	if c := cmp.Compare(index(a), index(b)); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b)
+	ga, ia := split(a)
+	gb, ib := split(b)
+	return cmp.Or(strings.Compare(ga, gb), cmp.Compare(ia, ib), strings.Compare(a, b))
 }
 
 // rackOf is the fleet file's node name of a tray: <copy>-<name>-<i>.

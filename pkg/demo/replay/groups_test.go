@@ -34,7 +34,7 @@ func TestRackMap(t *testing.T) {
 		{Name: "d-0", Group: "d"}, // pending
 		{Name: "x", Group: "x", Node: "intree-rack-a-1", Bound: true},
 	}}
-	m := rackMap(o, traysOf)
+	m := rackMap(o, traysOf, nil)
 	if m.Scheduler != "gputopo" || len(m.Racks) != 2 {
 		t.Fatalf("map of %q with %d racks, want gputopo with 2", m.Scheduler, len(m.Racks))
 	}
@@ -89,5 +89,32 @@ func TestGroupTablesWithoutCliques(t *testing.T) {
 	}
 	if inOne := figures[0][1]; inOne.Value != 1 || inOne.Unit != "of 2" {
 		t.Errorf("%s: %v %s, want 1 of 2", inOne.Label, inOne.Value, inOne.Unit)
+	}
+}
+
+// A rack is named as the fleet file names it (rack:), and two node groups
+// in it keep their trays together.
+func TestRackMapNamesTheFleetsRack(t *testing.T) {
+	var trays []string
+	rackName := map[string]string{}
+	for i := range 3 {
+		for _, g := range []string{"tray", "spare"} {
+			n := fmt.Sprintf("gputopo-%s-%d", g, i)
+			trays = append(trays, n)
+			rackName[n] = "nvl72-a"
+		}
+	}
+	o := &Outcome{Target: Target{Name: "gputopo", Copy: "gputopo"}}
+	m := rackMap(o, map[string][]string{"uuid.1": trays}, rackName)
+	if len(m.Racks) != 1 || m.Racks[0].Name != "nvl72-a" {
+		t.Fatalf("racks %+v, want one named nvl72-a", m.Racks)
+	}
+	var got []string
+	for _, tr := range m.Racks[0].Trays {
+		got = append(got, tr.Node)
+	}
+	want := []string{"gputopo-spare-0", "gputopo-spare-1", "gputopo-spare-2", "gputopo-tray-0", "gputopo-tray-1", "gputopo-tray-2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("trays %v, want %v", got, want)
 	}
 }

@@ -100,7 +100,11 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 // become the API server's main work.
 func waitBelow(ctx context.Context, client kubernetes.Interface, ns string, n int) error {
 	for {
-		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "spec.nodeName="})
+		var list *v1.PodList
+		err := retryRead(func() (err error) {
+			list, err = client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "spec.nodeName="})
+			return err
+		})
 		if err != nil {
 			return err
 		}

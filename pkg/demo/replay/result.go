@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -16,11 +17,15 @@ import (
 // Result turns an outcome into the report's figures. nodes maps the
 // copy's node names to their shape.
 func Result(ctx context.Context, client kubernetes.Interface, w Workload, out *Outcome, nodes map[string]string) (report.Result, error) {
-	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return report.Result{}, err
-	}
-	claims, err := client.ResourceV1().ResourceClaims(out.Target.Namespace()).List(ctx, metav1.ListOptions{})
+	var slices *resourceapi.ResourceSliceList
+	var claims *resourceapi.ResourceClaimList
+	err := retryRead(func() (err error) {
+		if slices, err = client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		claims, err = client.ResourceV1().ResourceClaims(out.Target.Namespace()).List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return report.Result{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -24,7 +25,11 @@ func settle(ctx context.Context, client kubernetes.Interface, ns string) error {
 	stable := 0
 	last := -1
 	for time.Now().Before(deadline) {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		var pods *v1.PodList
+		err := retryRead(func() (err error) {
+			pods, err = client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -73,11 +78,15 @@ func unschedulable(p *v1.Pod) bool {
 
 // snapshot records where the namespace's pods are and what they hold.
 func snapshot(ctx context.Context, client kubernetes.Interface, ns string, records map[string]*PodRecord) error {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var pods *v1.PodList
+	var claims *resourceapi.ResourceClaimList
+	err := retryRead(func() (err error) {
+		if pods, err = client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		claims, err = client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
 		return err
-	}
-	claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return err
 	}
