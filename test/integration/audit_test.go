@@ -166,19 +166,17 @@ func (e *auditEvent) request() (request, bool) {
 // unusedAllowed lists grants no test exercises, each with the reason it
 // is in the role.
 var unusedAllowed = map[string]string{
-	"scheduler create bindings":                                  "upstream's system:kube-scheduler grants the legacy bindings resource next to pods/binding; client-go binds through pods/binding",
-	"scheduler create events":                                    "the core/v1 events API: upstream grants both event APIs; client-go's events recorder uses events.k8s.io",
-	"scheduler patch events":                                     "the core/v1 events API (see create events)",
-	"scheduler update events":                                    "the core/v1 events API (see create events)",
-	"scheduler update events.events.k8s.io":                      "the recorder updates an event only when it aggregates series, not seen in the tests' short runs",
-	"scheduler patch events.events.k8s.io":                       "the recorder patches an event series when the same event repeats within minutes",
-	"scheduler create resourceclaims.resource.k8s.io":            "both profiles create the claim of a pod asking for a DRA extended resource (KEP-5004)",
-	"scheduler delete resourceclaims.resource.k8s.io":            "both profiles delete a stale DRA extended-resource claim",
-	"scheduler create tokenreviews.authentication.k8s.io":        "delegated authentication of clients of the secure port (/metrics scraped with a token); the test allows /metrics without one",
-	"scheduler create subjectaccessreviews.authorization.k8s.io": "delegated authorization of the secure port (see tokenreviews)",
-	"scheduler delete pods":                                      "preemption deletes victims (kube-scheduler's DefaultPreemption)",
-	"scheduler get resourceclaims.resource.k8s.io":               "PreBind reads a claim back after a write conflict (bindClaim), and the default profile reads DRA extended-resource claims; the suite provokes no conflict",
-	"scheduler update persistentvolumeclaims":                    "dynamic provisioning with WaitForFirstConsumer: the scheduler writes the selected node on the claim (system:volume-scheduler); the suite binds a pre-created local volume, which updates the PV",
+	"scheduler create bindings":                       "upstream's system:kube-scheduler grants the legacy bindings resource next to pods/binding; client-go binds through pods/binding",
+	"scheduler create events":                         "the core/v1 events API: upstream grants both event APIs; client-go's events recorder uses events.k8s.io",
+	"scheduler patch events":                          "the core/v1 events API (see create events)",
+	"scheduler update events":                         "the core/v1 events API (see create events)",
+	"scheduler update events.events.k8s.io":           "the recorder updates an event only when it aggregates series, not seen in the tests' short runs",
+	"scheduler patch events.events.k8s.io":            "the recorder patches an event series when the same event repeats within minutes",
+	"scheduler create resourceclaims.resource.k8s.io": "both profiles create the claim of a pod asking for a DRA extended resource (KEP-5004)",
+	"scheduler delete resourceclaims.resource.k8s.io": "both profiles delete a stale DRA extended-resource claim",
+	"scheduler delete pods":                           "preemption deletes victims (kube-scheduler's DefaultPreemption)",
+	"scheduler get resourceclaims.resource.k8s.io":    "PreBind reads a claim back after a write conflict (bindClaim), and the default profile reads DRA extended-resource claims; the suite provokes no conflict",
+	"scheduler update persistentvolumeclaims":         "dynamic provisioning with WaitForFirstConsumer: the scheduler writes the selected node on the claim (system:volume-scheduler); the suite binds a pre-created local volume, which updates the PV",
 }
 
 // roleRules reads the ClusterRoles and Roles of a manifest.

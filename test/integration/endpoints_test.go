@@ -29,22 +29,25 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	c.startSchedulerWith(gputopoOnly, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	// /metrics is authorized by the API server (delegated TokenReview and
-	// SubjectAccessReview), as Prometheus scrapes it in a cluster.
+	// SubjectAccessReview, under the scheduler's own ServiceAccount), as
+	// Prometheus scrapes it in a cluster; the health endpoints are open.
+	kubeconfig := c.schedulerKubeconfig()
+	c.runScheduler("gputopo", schedulerConfig(t, gputopoOnly, kubeconfig), fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
 	token := c.metricsReaderToken()
+	stranger := c.serviceAccountToken("default", "stranger")
 	c.create(podWithTemplate("default", "p", "two", "gputopo-scheduler"))
 	c.waitScheduled("default", "p")
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	get := func(path string) (int, string) {
+	getAs := func(path, bearer string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
 		if err != nil {
 			return 0, err.Error()
 		}
-		if path == "/metrics" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
@@ -54,6 +57,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
+	get := func(path string) (int, string) { return getAs(path, token) }
 	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
 		c.waitFor(path, 30*time.Second, func() (bool, error) {
 			var code int
@@ -71,6 +75,11 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	})
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	for who, bearer := range map[string]string{"anonymous": "", "a service account without the role": stranger} {
+		if code, body := getAs("/metrics", bearer); code != http.StatusUnauthorized && code != http.StatusForbidden {
+			t.Errorf("/metrics as %s: %d %.200s, want it refused", who, code, body)
+		}
 	}
 	// client-go and build metrics come from the imports cmd/kube-scheduler
 	// has too.
@@ -93,19 +102,26 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 func (c *cluster) metricsReaderToken() string {
 	c.t.Helper()
 	const ns, name = "default", "metrics-reader"
-	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	token := c.serviceAccountToken(ns, name)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
-	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(c.ctx, sa, metav1.CreateOptions{}); err != nil {
-		c.t.Fatal(err)
-	}
 	if _, err := c.client.RbacV1().ClusterRoles().Create(c.ctx, role, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 	if _, err := c.client.RbacV1().ClusterRoleBindings().Create(c.ctx, binding, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	return token
+}
+
+// serviceAccountToken creates a service account and returns a token of it.
+func (c *cluster) serviceAccountToken(ns, name string) string {
+	c.t.Helper()
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(c.ctx, sa, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 	tr, err := c.client.CoreV1().ServiceAccounts(ns).CreateToken(c.ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
