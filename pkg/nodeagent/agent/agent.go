@@ -115,11 +115,13 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node agent: discover GPUs: %w", err)
 	}
-	layout, err := resources.NewLayout(o.NodeName, gpus, o.Config)
-	if err != nil {
+	// Before the layout: without SYS_ADMIN, NVML refuses the MIG
+	// placements the layout is made of, and this says why.
+	if err := checkMIGPrivilege(gpus, o.Config, o.CanManageMIG); err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
-	if err := checkMIGPrivilege(layout, o.CanManageMIG); err != nil {
+	layout, err := resources.NewLayout(o.NodeName, gpus, o.Config)
+	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	preparer, err := prepare.New(o.NVML, layout, prepare.Options{
@@ -179,6 +181,9 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if pending {
 		logger.Info("NVLink fabric still being set up: the clique is published once it is known", "node", o.NodeName)
 	}
+	// Before followNode starts: its first event may already show a label
+	// another tool changed.
+	a.labelled.Store(labelled)
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -338,16 +343,15 @@ func (a *Agent) healthReport() kubeletplugin.DeviceHealthReport {
 	return r
 }
 
-// checkMIGPrivilege stops an agent that has GPUs in MIG mode but may not
-// create MIG instances, naming the first such GPU.
-func checkMIGPrivilege(l *resources.Layout, canManage func() error) error {
-	i := slices.IndexFunc(l.Devices, func(d resources.Device) bool { return d.Mode == config.MIG })
+// checkMIGPrivilege stops an agent whose configuration puts a GPU in MIG
+// mode but that may not create MIG instances, naming the first such GPU.
+func checkMIGPrivilege(gpus []discovery.GPU, cfg config.Config, canManage func() error) error {
+	i := slices.IndexFunc(gpus, func(g discovery.GPU) bool { return cfg.ModeOf(g.Index, g.Product) == config.MIG })
 	if canManage == nil || i < 0 {
 		return nil
 	}
 	if err := canManage(); err != nil {
-		g := l.Devices[i].GPU
-		return fmt.Errorf("GPU %d (%s) is configured for mode %q: %w", g.Index, g.Product, config.MIG, err)
+		return fmt.Errorf("GPU %d (%s) is configured for mode %q: %w", gpus[i].Index, gpus[i].Product, config.MIG, err)
 	}
 	return nil
 }

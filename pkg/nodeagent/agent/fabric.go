@@ -34,7 +34,6 @@ const defaultFabricPollInterval = 10 * time.Second
 // that). labelled is the clique the label was set to at start, nil when
 // it was not set then.
 func (a *Agent) followCliques(ctx context.Context, labelled *string) {
-	a.labelled.Store(labelled)
 	a.everyInterval(ctx, a.opts.FabricPollInterval, defaultFabricPollInterval, "Republishing with the GPUs' NVLink cliques", func() bool {
 		changed, pending := a.rereadCliques(ctx)
 		select {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/nodeagent/resources"
 )
 
@@ -45,23 +46,35 @@ func publishedTaints(ctx context.Context, client kubernetes.Interface, layout *r
 			continue
 		}
 		for _, dev := range slice.Spec.Devices {
-			d, ok := layout.Device(dev.Name)
-			if !ok {
+			uuid := gpuUUIDOf(dev)
+			if uuid == "" {
 				continue
 			}
 			for _, t := range dev.Taints {
-				if t.Key != layout.TaintKey() || !worse(t.Effect, out[d.GPU.UUID].Effect) {
+				if t.Key != layout.TaintKey() || !worse(t.Effect, out[uuid].Effect) {
 					continue
 				}
 				var since time.Time
 				if t.TimeAdded != nil {
 					since = t.TimeAdded.Time
 				}
-				out[d.GPU.UUID] = resources.Taint{Value: t.Value, Effect: t.Effect, Since: since}
+				out[uuid] = resources.Taint{Value: t.Value, Effect: t.Effect, Since: since}
 			}
 		}
 	}
 	return out, nil
+}
+
+// gpuUUIDOf is the UUID of the GPU a published device is or is a
+// partition of: by its attributes, not its name, which follows NVML's
+// enumeration index and may name another GPU after a change.
+func gpuUUIDOf(dev resourceapi.Device) string {
+	for _, name := range []resourceapi.QualifiedName{contract.AttrUUID, contract.AttrParentUUID} {
+		if a, ok := dev.Attributes[name]; ok && a.StringValue != nil {
+			return *a.StringValue
+		}
+	}
+	return ""
 }
 
 // worse says whether a health taint of effect e is worse than one of

@@ -20,7 +20,9 @@ import (
 
 // An agent restarts and cannot read its health state: the taints its
 // node's slices carry stay, instead of the first publish lifting a fatal
-// Xid's. Another node's taints are not taken.
+// Xid's, on the GPU each names by UUID (the device names follow NVML's
+// enumeration order, which may have changed). Another node's taints are
+// not taken.
 func TestUnreadableHealthStateKeepsPublishedTaints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -38,12 +40,17 @@ func TestUnreadableHealthStateKeepsPublishedTaints(t *testing.T) {
 				Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: devices},
 		}
 	}
+	of := func(gpu int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+		uuid, _ := lib.Devices[gpu].GetUUID()
+		return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {StringValue: &uuid}}
+	}
 	client := fakeAPI(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}},
 		slice("node-1",
-			resourceapi.Device{Name: "gpu-3", Taints: taint("xid-48", resourceapi.DeviceTaintEffectNoExecute)},
-			resourceapi.Device{Name: "gpu-4", Taints: taint("xid-92", resourceapi.DeviceTaintEffectNoSchedule)}),
-		slice("node-2", resourceapi.Device{Name: "gpu-5", Taints: taint("xid-48", resourceapi.DeviceTaintEffectNoExecute)}),
+			// Published as gpu-3 by an agent that enumerated GPU 5 third.
+			resourceapi.Device{Name: "gpu-3", Attributes: of(5), Taints: taint("xid-48", resourceapi.DeviceTaintEffectNoExecute)},
+			resourceapi.Device{Name: "gpu-4", Attributes: of(4), Taints: taint("xid-92", resourceapi.DeviceTaintEffectNoSchedule)}),
+		slice("node-2", resourceapi.Device{Name: "gpu-6", Attributes: of(6), Taints: taint("xid-48", resourceapi.DeviceTaintEffectNoExecute)}),
 	)
 	dir := t.TempDir()
 	o := testOptions("node-1", config.Default(), lib, client, dir)
@@ -75,7 +82,7 @@ func TestUnreadableHealthStateKeepsPublishedTaints(t *testing.T) {
 			t.Fatalf("node-1 publishes %d devices, want 8", n)
 		}
 	}
-	want := map[string]resourceapi.DeviceTaintEffect{"gpu-3": resourceapi.DeviceTaintEffectNoExecute, "gpu-4": resourceapi.DeviceTaintEffectNoSchedule}
+	want := map[string]resourceapi.DeviceTaintEffect{"gpu-5": resourceapi.DeviceTaintEffectNoExecute, "gpu-4": resourceapi.DeviceTaintEffectNoSchedule}
 	for name, d := range devices {
 		var got resourceapi.DeviceTaintEffect
 		if len(d.Taints) > 0 {

@@ -169,7 +169,13 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	nvlinks(d, &g)
 	g.CliqueID, g.CliquePending, _ = ReadClique(d)
 	if err := migProfiles(d, &g); err != nil {
-		return GPU{}, fmt.Errorf("device %d: %w", i, err)
+		// A GPU in MIG mode is still described, without its profiles,
+		// so that the agent can say what its configuration needs.
+		if !g.MIGEnabled || !errors.Is(err, ErrMIGRefused) {
+			return GPU{}, fmt.Errorf("device %d: %w", i, err)
+		}
+		g.MIGProfiles = nil
+		opts.problem(i, fmt.Errorf("device %d: %w", i, err))
 	}
 	if memRet != nvml.SUCCESS {
 		if err := memoryOfMIG(&g, memRet, opts); err != nil {
@@ -183,12 +189,17 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 // (ret). NVML gives a MIG-enabled GPU's memory only to a caller with
 // SYS_ADMIN or the MIG monitor capability, which an agent configured for
 // whole GPUs lacks; such a GPU is still described, with its whole-GPU
-// instance's memory, so that the agent can say that its mode or privilege
-// is wrong rather than leave the GPU out.
+// instance's memory (unknown, 0, where the placements were refused too),
+// so that the agent can say that its mode or privilege is wrong rather
+// than leave the GPU out.
 func memoryOfMIG(g *GPU, ret nvml.Return, opts Options) error {
-	full, _, ok := g.FullInstance()
-	if !g.MIGEnabled || !ok {
+	if !g.MIGEnabled {
 		return fmt.Errorf("memory: %s", nvml.ErrorString(ret))
+	}
+	full, _, ok := g.FullInstance()
+	if !ok {
+		opts.problem(g.Index, fmt.Errorf("device %d: memory: %s (MIG mode on; unknown)", g.Index, nvml.ErrorString(ret)))
+		return nil
 	}
 	g.MemoryMiB = full.MemoryMiB
 	for i := range g.MIGProfiles { // their names derive from the GPU's memory

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -87,6 +88,11 @@ var computeProfileFor = map[int]int{
 	8: nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE,
 }
 
+// ErrMIGRefused says that NVML refuses this process a MIG-enabled GPU's placements
+// (privileged queries: SYS_ADMIN, which the agent has only where its
+// configuration puts a GPU in MIG mode).
+var ErrMIGRefused = errors.New("NVML refuses this process the GPU's MIG placements (it needs capability SYS_ADMIN)")
+
 // migProfiles reads MIG mode and, when it is on, the profiles and their
 // real placements.
 func migProfiles(d nvml.Device, g *GPU) error {
@@ -108,6 +114,9 @@ func migProfiles(d nvml.Device, g *GPU) error {
 			return fmt.Errorf("MIG profile %d: %s", id, nvml.ErrorString(ret))
 		}
 		placements, ret := d.GetGpuInstancePossiblePlacements(&info)
+		if ret == nvml.ERROR_NO_PERMISSION {
+			return fmt.Errorf("MIG profile %d placements: %w", id, ErrMIGRefused)
+		}
 		if ret != nvml.SUCCESS {
 			return fmt.Errorf("MIG profile %d placements: %s", id, nvml.ErrorString(ret))
 		}

@@ -57,9 +57,9 @@ type Options struct {
 	Rack string
 	// MIG turns MIG mode on for every GPU that supports it.
 	MIG bool
-	// Unprivileged answers as NVML answers a caller without SYS_ADMIN or
-	// the MIG monitor capability: a MIG-enabled GPU's memory is refused
-	// (ERROR_NO_PERMISSION).
+	// Unprivileged answers as NVML answers a caller without SYS_ADMIN:
+	// a MIG-enabled GPU's memory, MIG placements and GPU instances are
+	// refused (ERROR_NO_PERMISSION; nvml.h: "Requires privileged user").
 	Unprivileged bool
 	// FabricPending starts a GB200 tray with its NVLink fabric still
 	// being set up (no clique yet), until CompleteFabric.
@@ -125,13 +125,7 @@ func NewWith(shape Shape, o Options) (*Server, error) {
 			dev.MigMode = nvml.DEVICE_MIG_ENABLE
 		}
 		if o.Unprivileged {
-			mem := dev.GetMemoryInfoFunc
-			dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-				if dev.MigMode == nvml.DEVICE_MIG_ENABLE {
-					return nvml.Memory{}, nvml.ERROR_NO_PERMISSION
-				}
-				return mem()
-			}
+			unprivileged(dev)
 		}
 	}
 	return m, nil
@@ -192,4 +186,29 @@ func seededUUID(seed string) [16]byte {
 
 func formatUUID(u [16]byte) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// unprivileged refuses what NVML refuses a caller without SYS_ADMIN on a
+// GPU in MIG mode.
+func unprivileged(dev *server.Device) {
+	mig := func() bool { return dev.MigMode == nvml.DEVICE_MIG_ENABLE }
+	mem, placements, instances := dev.GetMemoryInfoFunc, dev.GetGpuInstancePossiblePlacementsFunc, dev.GetGpuInstancesFunc
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if mig() {
+			return nvml.Memory{}, nvml.ERROR_NO_PERMISSION
+		}
+		return mem()
+	}
+	dev.GetGpuInstancePossiblePlacementsFunc = func(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
+		if mig() {
+			return nil, nvml.ERROR_NO_PERMISSION
+		}
+		return placements(info)
+	}
+	dev.GetGpuInstancesFunc = func(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+		if mig() {
+			return nil, nvml.ERROR_NO_PERMISSION
+		}
+		return instances(info)
+	}
 }

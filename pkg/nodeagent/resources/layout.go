@@ -49,7 +49,10 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 			if !g.MIGEnabled && g.MIGPending {
 				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode is still off: it was enabled and takes effect at the GPU's next reset or the node's reboot", g.Index, g.UUID, g.Product, mode)
 			}
-			if !g.MIGEnabled || len(g.MIGProfiles) == 0 {
+			if g.MIGEnabled && len(g.MIGProfiles) == 0 {
+				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but NVML gave no MIG placements to this process (it needs capability SYS_ADMIN: manifests/nodeagent-mig adds it)", g.Index, g.UUID, g.Product, mode)
+			}
+			if !g.MIGEnabled {
 				return nil, fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode is off or unsupported; enable MIG on the GPU or choose mode %q for it", g.Index, g.UUID, g.Product, mode, config.Whole)
 			}
 			l.counterSet[g.Index] = whole.Name
