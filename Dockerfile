@@ -19,7 +19,8 @@
 #
 # Reproducible: the binaries are built by the Makefile's build-* targets,
 # with the same flags as `make build` (-trimpath -buildvcs=false, -ldflags
-# "-s -w -buildid= -X .../pkg/version.Version=$VERSION"), and given
+# "-s -w -buildid= -X .../pkg/version.Version=$VERSION" and the Kubernetes
+# release stamped into component-base and client-go), and given
 # SOURCE_DATE_EPOCH as their modification time; BuildKit uses the
 # SOURCE_DATE_EPOCH build argument for the image's timestamps. The base
 # images are pinned by tag; for bit-identical images over time, pass them

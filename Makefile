@@ -127,7 +127,8 @@ BIN_DIR ?= $(OUT)/bin
 # kube-scheduler's own code reads its version (component-base: the
 # kubernetes_build_info metric, --version=vX.Y.Z, the start-up log;
 # client-go: the User-Agent); unstamped they say v0.0.0-master.
-K8S_VERSION = $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+# (Read once, when a build needs it.)
+K8S_VERSION = $(eval K8S_VERSION := $$(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes))$(K8S_VERSION)
 K8S_VERSION_FIELDS = $(subst ., ,$(patsubst v%,%,$(K8S_VERSION)))
 K8S_LDFLAGS = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(word 1,$(K8S_VERSION_FIELDS)) -X $(p).gitMinor=$(word 2,$(K8S_VERSION_FIELDS)))
 # Reproducible: no paths, VCS state or build IDs in the binaries, so the

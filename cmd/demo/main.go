@@ -51,19 +51,34 @@ type flags struct {
 	quietLogs bool
 }
 
-// controlPlaneLog is the file under --out that the embedded control
-// plane's logs go to at -v=0.
+// controlPlaneLog is the file under --out that klog's output (the
+// embedded control plane's, client-go's) goes to at -v=0.
 const controlPlaneLog = "control-plane.log"
 
-// logToFile sends klog's output (the embedded control plane's) to path
-// alone: not to the terminal, nor to klog's default files in the
-// system's temporary directory.
-func logToFile(path string) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "log_file": path, "one_output": "true"} {
-		_ = fs.Set(name, value)
+// logToFile sends klog's output to path alone, not to the terminal nor
+// to klog's default files in the system's temporary directory, until the
+// returned func restores klog's defaults (a later run in the same process
+// logs to its own file, or to the terminal).
+func logToFile(path string) (restore func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, err
 	}
+	set := func(values map[string]string) {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		for name, value := range values {
+			_ = fs.Set(name, value)
+		}
+	}
+	set(map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"})
+	klog.SetOutput(f)
+	return func() {
+		klog.Flush()
+		klog.SetOutput(os.Stderr)
+		set(map[string]string{"logtostderr": "true", "stderrthreshold": "INFO"})
+		_ = f.Close()
+	}, nil
 }
 
 func parse(args []string) (flags, error) {

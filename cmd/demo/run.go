@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/controlplane"
@@ -39,10 +38,13 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--out=%s: %w", f.out, err)
 	}
 	logPath := ""
-	if f.quietLogs && f.kubeconfig == "" {
+	if f.quietLogs {
 		logPath = filepath.Join(f.out, controlPlaneLog)
-		logToFile(logPath)
-		defer klog.Flush()
+		restore, err := logToFile(logPath)
+		if err != nil {
+			return fmt.Errorf("--out=%s: %w", f.out, err)
+		}
+		defer restore()
 	}
 	if f.cpuProfile != "" {
 		prof, err := os.Create(f.cpuProfile)
@@ -74,7 +76,7 @@ func run(ctx context.Context, args []string) error {
 		rep, err = defaultScenario(ctx, f)
 	}
 	if err != nil && logPath != "" {
-		return fmt.Errorf("%w (the embedded control plane's log: %s)", err, logPath)
+		return fmt.Errorf("%w (the log: %s)", err, logPath)
 	}
 	if err != nil {
 		return err

@@ -28,7 +28,8 @@ func transient(err error) bool {
 		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
 
-// readBackoff retries a transient read for about six seconds.
+// readBackoff retries a transient read five times, over about three
+// seconds.
 var readBackoff = wait.Backoff{Steps: 6, Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
 // retryRead calls read until it succeeds, fails for good, or transient
