@@ -47,13 +47,22 @@ func testOptions(node string, cfg config.Config, lib nvml.Interface, client kube
 // publishedDevices are the devices of every published ResourceSlice.
 func publishedDevices(ctx context.Context, t *testing.T, client kubernetes.Interface) []resourceapi.Device {
 	t.Helper()
+	return nodeDevices(ctx, t, client, "")
+}
+
+// nodeDevices are the devices of the node's published slices, of every
+// slice for "".
+func nodeDevices(ctx context.Context, t *testing.T, client kubernetes.Interface, node string) []resourceapi.Device {
+	t.Helper()
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []resourceapi.Device
 	for _, s := range list.Items {
-		out = append(out, s.Spec.Devices...)
+		if node == "" || s.Spec.NodeName != nil && *s.Spec.NodeName == node {
+			out = append(out, s.Spec.Devices...)
+		}
 	}
 	return out
 }

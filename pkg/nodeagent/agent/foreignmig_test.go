@@ -27,12 +27,7 @@ func TestInstancesMadeByOthersAreNotOffered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lib, client, cfg := migNode(t)
-	// Another tool's 3g.40gb on GPU 1, slices 4-7.
-	gpu1 := lib.Devices[1].(*server.Device)
-	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if _, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
-		t.Fatal(nvml.ErrorString(ret))
-	}
+	foreignInstance(t, lib)
 	dir := t.TempDir()
 	start := func() *agent.Agent {
 		a, err := agent.Start(ctx, testOptions("node-1", cfg, lib, client, dir))
@@ -113,13 +108,7 @@ func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
 	if _, err := a.Preparer().Prepare(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	// Another tool's 3g.40gb on GPU 1, slices 4-7.
-	gpu1 := lib.Devices[1].(*server.Device)
-	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	gi, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4})
-	if ret != nvml.SUCCESS {
-		t.Fatal(nvml.ErrorString(ret))
-	}
+	gi := foreignInstance(t, lib)
 	waitFor(t, "GPU 1's partitions on the new instance withdrawn", func() bool { return containsNone(published(), onGPU1...) })
 	time.Sleep(50 * time.Millisecond) // several polls
 	got := published()
@@ -185,11 +174,8 @@ func TestInstancesNotListedAtStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lib, client, cfg := migNode(t)
+	foreignInstance(t, lib)
 	gpu1 := lib.Devices[1].(*server.Device)
-	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if _, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
-		t.Fatal(nvml.ErrorString(ret))
-	}
 	var failing atomic.Bool
 	failing.Store(true)
 	list := gpu1.GetGpuInstancesFunc
@@ -216,4 +202,16 @@ func TestInstancesNotListedAtStart(t *testing.T) {
 		got := published()
 		return containsAll(got, "gpu-1-mig-4g40gb-0", "gpu-1-mig-1g10gb-3") && containsNone(got, "gpu-1", "gpu-1-mig-3g40gb-4")
 	})
+}
+
+// foreignInstance makes another tool's 3g.40gb on GPU 1, slices 4-7.
+func foreignInstance(t *testing.T, lib *mocknvml.Server) nvml.GpuInstance {
+	t.Helper()
+	gpu1 := lib.Devices[1].(*server.Device)
+	info, _ := gpu1.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	gi, ret := gpu1.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4})
+	if ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	return gi
 }

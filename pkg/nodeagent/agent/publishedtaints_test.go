@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/agent"
@@ -92,20 +91,4 @@ func TestUnreadableHealthStateKeepsPublishedTaints(t *testing.T) {
 			t.Errorf("%s published with taint %q, want %q", name, got, want[name])
 		}
 	}
-}
-
-// nodeDevices are the devices of the node's published slices.
-func nodeDevices(ctx context.Context, t *testing.T, client kubernetes.Interface, node string) []resourceapi.Device {
-	t.Helper()
-	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []resourceapi.Device
-	for _, s := range list.Items {
-		if s.Spec.NodeName != nil && *s.Spec.NodeName == node {
-			out = append(out, s.Spec.Devices...)
-		}
-	}
-	return out
 }
