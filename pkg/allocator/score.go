@@ -67,13 +67,13 @@ type solution struct {
 	binding int
 }
 
-// beats reports whether the run's current solution, of quality q, is
-// better than the best so far: a more preferred firstAvailable alternative
-// always wins (the user's order), then fewer devices with binding
-// conditions (upstream tries their pools last: a device that must be
-// attached first is taken only where no other fits), then the higher
-// policy score.
-func (r *run) beats(q Quality) bool {
+// beats reports whether the run's current solution, of quality q with
+// binding picks whose device has binding conditions, is better than the
+// best so far: a more preferred firstAvailable alternative always wins
+// (the user's order), then fewer devices with binding conditions
+// (upstream tries their pools last: a device that must be attached first
+// is taken only where no other fits), then the higher policy score.
+func (r *run) beats(q Quality, binding int) bool {
 	b := r.best
 	for c := range r.curSub {
 		for g := range r.curSub[c] {
@@ -82,8 +82,8 @@ func (r *run) beats(q Quality) bool {
 			}
 		}
 	}
-	if n := r.bindingPicks(); n != b.binding {
-		return n < b.binding
+	if binding != b.binding {
+		return binding < b.binding
 	}
 	return q.Score > b.quality.Score+1e-9
 }
@@ -102,8 +102,8 @@ func (r *run) bindingPicks() int {
 	return n
 }
 
-func (r *run) snapshot(q Quality) *solution {
-	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub)), quality: q, binding: r.bindingPicks()}
+func (r *run) snapshot(q Quality, binding int) *solution {
+	sol := &solution{picks: make([][]pick, len(r.picks)), subs: make([][]int, len(r.curSub)), quality: q, binding: binding}
 	for i := range r.picks {
 		sol.picks[i] = append([]pick(nil), r.picks[i]...)
 		sol.subs[i] = append([]int(nil), r.curSub[i]...)

@@ -414,8 +414,9 @@ func (r *run) leaf() (bool, error) {
 	if r.pol.anyEnabled() {
 		q = r.evaluate()
 	}
-	if r.best == nil || r.beats(q) {
-		r.best = r.snapshot(q)
+	binding := r.bindingPicks()
+	if r.best == nil || r.beats(q, binding) {
+		r.best = r.snapshot(q, binding)
 	}
 	if first && !r.pol.anyEnabled() {
 		return true, nil

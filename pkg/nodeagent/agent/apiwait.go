@@ -19,7 +19,7 @@ import (
 // at -v=4: a Running pod with an empty log.
 func awaitSliceAccess(ctx context.Context, client kubernetes.Interface, driver, node string, first, most time.Duration) error {
 	logger := klog.FromContext(ctx)
-	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: driver, resourceapi.ResourceSliceSelectorNodeName: node}.AsSelector().String()
+	selector := nodeSlices(driver, node)
 	delay := first
 	for {
 		_, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector, Limit: 1})
@@ -34,4 +34,9 @@ func awaitSliceAccess(ctx context.Context, client kubernetes.Interface, driver, 
 		}
 		delay = min(2*delay, most)
 	}
+}
+
+// nodeSlices selects the driver's ResourceSlices of the node.
+func nodeSlices(driver, node string) string {
+	return fields.Set{resourceapi.ResourceSliceSelectorDriver: driver, resourceapi.ResourceSliceSelectorNodeName: node}.AsSelector().String()
 }

@@ -88,12 +88,7 @@ func TestInstancesMadeByOthersAreFollowed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lib, client, cfg := migNode(t)
-	o := testOptions("node-1", cfg, lib, client, t.TempDir())
-	o.MIGPollInterval = 10 * time.Millisecond
-	a, err := agent.Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := startPolling(ctx, t, lib, client, cfg)
 	defer a.Stop()
 	published := func() []string { return publishedNames(ctx, t, client) }
 	onGPU1 := []string{"gpu-1", "gpu-1-mig-3g40gb-4", "gpu-1-mig-1g10gb-5", "gpu-1-mig-2g20gb-4", "gpu-1-mig-7g80gb-0"}
@@ -185,13 +180,7 @@ func TestInstancesNotListedAtStart(t *testing.T) {
 		}
 		return list(info)
 	}
-	o := testOptions("node-1", cfg, lib, client, t.TempDir())
-	o.MIGPollInterval = 10 * time.Millisecond
-	a, err := agent.Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Stop()
+	defer startPolling(ctx, t, lib, client, cfg).Stop()
 	published := func() []string { return publishedNames(ctx, t, client) }
 	waitFor(t, "the slices", func() bool { return slices.Contains(published(), "gpu-2") })
 	if got := published(); slices.ContainsFunc(got, func(name string) bool { return strings.HasPrefix(name, "gpu-1") }) {
@@ -214,4 +203,16 @@ func foreignInstance(t *testing.T, lib *mocknvml.Server) nvml.GpuInstance {
 		t.Fatal(nvml.ErrorString(ret))
 	}
 	return gi
+}
+
+// startPolling starts node-1's agent listing MIG instances every 10 ms.
+func startPolling(ctx context.Context, t *testing.T, lib *mocknvml.Server, client *fake.Clientset, cfg config.Config) *agent.Agent {
+	t.Helper()
+	o := testOptions("node-1", cfg, lib, client, t.TempDir())
+	o.MIGPollInterval = 10 * time.Millisecond
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

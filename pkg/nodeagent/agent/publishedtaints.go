@@ -8,7 +8,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -34,8 +33,7 @@ func (a *Agent) adoptPublishedTaints(ctx context.Context, restoreErr error) {
 // slices carry now, by GPU UUID: what an earlier run of the agent
 // published. A GPU whose devices carry both effects gets NoExecute.
 func publishedTaints(ctx context.Context, client kubernetes.Interface, layout *resources.Layout) (map[string]resources.Taint, error) {
-	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: layout.Driver, resourceapi.ResourceSliceSelectorNodeName: layout.Node}.AsSelector().String()
-	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector})
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: nodeSlices(layout.Driver, layout.Node)})
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices of node %s: %w", layout.Node, err)
 	}

@@ -148,9 +148,10 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 		if err != nil {
 			return "", fwk.AsStatus(fmt.Errorf("node of scheduled pod %s: %w", klog.KObj(p), err))
 		}
-		d := domainOf(logger, n.Node(), key, gpus[n.Node().Name])
+		g := gpus[n.Node().Name]
+		d := domainOf(logger, n.Node(), key, g)
 		switch {
-		case d == "" && key == contract.LabelClique && gpus[n.Node().Name] == nil:
+		case d == "" && key == contract.LabelClique && g == nil:
 			unknown = cmp.Or(unknown, fmt.Sprintf("pod %s of the group runs on node %s, which publishes no GPUs now (its node agent may be restarting): its %s domain is unknown until it does", p.Name, p.Spec.NodeName, key))
 			continue
 		case d == "":
