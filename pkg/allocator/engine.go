@@ -84,8 +84,10 @@ type Session struct {
 	claims  []*resourceapi.ResourceClaim
 	plans   []claimPlan
 	reqs    []*req
-	err     error
-	legacy  bool // see legacyFeatures
+	// admin: some request asks for admin access (adminaccess.go).
+	admin  bool
+	err    error
+	legacy bool // see legacyFeatures
 	// workload replaces the policy's for Packing when set.
 	workload topology.Workload
 	// compiled is the workload Packing measures against (workload, or

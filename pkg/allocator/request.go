@@ -168,6 +168,7 @@ func (s *Session) newReq(claim *resourceapi.ResourceClaim, ci, gi, si int, base,
 		return nil, bad("unsupported count mode %s", spec.mode)
 	}
 	s.reqs = append(s.reqs, q)
+	s.admin = s.admin || q.admin
 	return q, nil
 }
 

@@ -161,6 +161,9 @@ func (v *nodeView) roles() *roles {
 
 // evaluate scores the current complete state of the run.
 func (r *run) evaluate() Quality {
+	if restore := r.liftAdminPicks(); restore != nil {
+		defer restore()
+	}
 	var q Quality
 	if r.before == nil {
 		b := r.measure(false)

@@ -97,6 +97,7 @@ type pick struct {
 	dev      int
 	q        *req
 	shared   bool // a share of an allow-multiple device; gets a share ID
+	counted  bool // the pick added its device's counters to the run's
 	consumed map[resourceapi.QualifiedName]resource.Quantity
 }
 
@@ -545,7 +546,7 @@ func (r *run) take(q *req, d int, must bool) (bool, taken, error) {
 		r.owners[d] = append(r.owners[d], int32(q.claim))
 		t.owned = true
 	}
-	pk := pick{dev: d, q: q}
+	pk := pick{dev: d, q: q, counted: t.counted}
 	if r.f.ConsumableCapacity {
 		fits, err := r.capacityFits(q, d)
 		if err != nil || !fits {
@@ -592,13 +593,7 @@ func (r *run) undo(t taken) {
 		r.addPending(t.d, t.fit, -1)
 	}
 	if t.owned {
-		o := r.owners[t.d]
-		for i := len(o) - 1; i >= 0; i-- {
-			if o[i] == int32(c) {
-				r.owners[t.d] = append(o[:i], o[i+1:]...)
-				break
-			}
-		}
+		r.owners[t.d] = withoutOwner(r.owners[t.d], int32(c))
 	}
 	cons := r.cons[c]
 	for j := t.constraints - 1; j >= 0; j-- {

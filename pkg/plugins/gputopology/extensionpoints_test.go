@@ -797,3 +797,48 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 		t.Errorf("%v requests learned for a pod reserved after its group's trials, want 1", n)
 	}
 }
+
+// An admin-access claim takes no device: the learner and the placement
+// metrics do not count it as a job.
+func TestAdminAccessIsNotLearned(t *testing.T) {
+	mon := claim("mon", 2).Obj()
+	mon.Spec.Devices.Requests[0].Exactly.AdminAccess = ptr.To(true)
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{mon},
+	})
+	pod := podWithClaims("dcgm", "mon")
+	learned, choices := env.pl.learner.Observed(), fragmentationChoices(t)
+	cs := framework.NewCycleState()
+	if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+		t.Fatalf("Filter: %v", status)
+	}
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	if n := env.pl.learner.Observed() - learned; n != 0 {
+		t.Errorf("%v requests learned from an admin-access claim, want none", n)
+	}
+	if n := fragmentationChoices(t) - choices; n != 0 {
+		t.Errorf("%d placements observed for an admin-access claim, want none", n)
+	}
+}
+
+// fragmentationChoices counts the placements gputopo_fragmentation_delta_gpus observed.
+func fragmentationChoices(t *testing.T) uint64 {
+	t.Helper()
+	registerMetrics()
+	n, err := testutil.GetHistogramMetricCount(fragmentationDelta.ObserverMetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

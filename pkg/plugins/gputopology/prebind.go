@@ -104,7 +104,8 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if err := pl.waitForBindingConditions(ctx, pod, s); err != nil {
 		return fwk.AsStatus(err)
 	}
-	if res != nil {
+	// A pod whose claims take nothing (admin access only) is no choice.
+	if res != nil && res.Quality.Request.GPUs > 0 {
 		observeChoice(res.Quality)
 	}
 	return nil
