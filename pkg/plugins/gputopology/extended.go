@@ -65,6 +65,21 @@ type extendedVariant struct {
 
 func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMemory }
 
+// staleMapping names the claim the pod's status maps its extended
+// resources to when that is not this cycle's claim: one an earlier
+// attempt created and Unreserve or PostFilter deleted. The API server
+// keeps the field when an update clears it, and the kubelet prepares the
+// claim it names, so a binding that writes no claim (the device plugin
+// serves every resource) would leave the pod unable to start. A binding
+// where DRA serves them writes the new name over it.
+func (e *extendedState) staleMapping(pod *v1.Pod) string {
+	st := pod.Status.ExtendedResourceClaimStatus
+	if st == nil || st.ResourceClaimName == e.claim.Name {
+		return ""
+	}
+	return st.ResourceClaimName
+}
+
 // draExtendedResources returns the extended resources the pod asks for
 // that a DeviceClass maps to DRA, with their class, and, sorted, the
 // others no class maps (unbacked); nil when none or with the

@@ -399,3 +399,32 @@ func TestUnbackedExtendedResourceNeedsTheNode(t *testing.T) {
 		}
 	}
 }
+
+// A pod whose status still maps its extended resources to the claim of an
+// earlier attempt (deleted since; the API server keeps the field) cannot
+// go to a node whose device plugin serves them: no claim would be
+// written there, and the kubelet would look for the old one. A node where
+// DRA serves them writes the new claim's name over it.
+func TestStaleExtendedMappingNeedsDRA(t *testing.T) {
+	devicePlugin := node("device-plugin")
+	devicePlugin.Status.Allocatable = v1.ResourceList{"example.com/gpu": resource.MustParse("4")}
+	pod := extendedGPUPod("p", 2)
+	pod.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{
+		ResourceClaimName: "p-extended-resources-gone",
+		RequestMappings:   []v1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}},
+	}
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("dra"), devicePlugin},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("dra", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	wantStatus(t, "Filter device-plugin", env.pl.Filter(env.tCtx, env.state, pod, env.nodes["device-plugin"]),
+		fwk.UnschedulableAndUnresolvable, "maps them to resourceclaim default/p-extended-resources-gone of an earlier attempt")
+	if status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["dra"]); !status.IsSuccess() {
+		t.Errorf("Filter dra: %v", status)
+	}
+}

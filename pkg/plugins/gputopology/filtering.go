@@ -270,6 +270,9 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		if variant.err != nil {
 			return fwk.AsStatus(variant.err)
 		}
+		if stale := s.ext.staleMapping(pod); variant.claim == nil && stale != "" {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the node's device plugin serves the pod's extended resources, but the pod's status maps them to resourceclaim %s of an earlier attempt, which the kubelet would look for: only a node where DRA serves them replaces it", klog.KRef(pod.Namespace, stale)))
+		}
 		session = variant.session
 	}
 	if session == nil {
