@@ -169,3 +169,35 @@ func build(t *testing.T, dir string) resmap.ResMap {
 	}
 	return res
 }
+
+// The example overlay that installs the scheduler into another namespace
+// moves everything but what must stay in kube-system, and every binding
+// names the moved ServiceAccount.
+func TestOtherNamespaceOverlay(t *testing.T) {
+	res := build(t, "examples/other-namespace")
+	inKubeSystem := []string{"Role/gputopo-scheduler-leader-election", "RoleBinding/gputopo-scheduler-leader-election", "RoleBinding/gputopo-scheduler-authentication-reader"}
+	for _, r := range res.Resources() {
+		id := r.GetKind() + "/" + r.GetName()
+		want := "gpu-sched"
+		if slices.Contains(inKubeSystem, id) {
+			want = "kube-system"
+		}
+		if r.GetKind() == "Namespace" {
+			if r.GetName() != "gpu-sched" {
+				t.Errorf("Namespace %s, want gpu-sched", r.GetName())
+			}
+		} else if ns := r.GetNamespace(); r.GetKind() != "ClusterRole" && r.GetKind() != "ClusterRoleBinding" && r.GetKind() != "DeviceClass" && ns != want {
+			t.Errorf("%s in namespace %q, want %q", id, ns, want)
+		}
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects, _ := m["subjects"].([]any)
+		for _, s := range subjects {
+			if s := s.(map[string]any); s["kind"] == "ServiceAccount" && s["namespace"] != "gpu-sched" {
+				t.Errorf("%s binds ServiceAccount %v/%v, want it in gpu-sched", id, s["namespace"], s["name"])
+			}
+		}
+	}
+}

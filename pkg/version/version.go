@@ -60,10 +60,26 @@ func get(stamped string, bi *debug.BuildInfo) string {
 	if stamped != "dev" && stamped != "" {
 		return stamped
 	}
-	if bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	if bi == nil || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
+		return "dev"
 	}
-	return "dev"
+	if m := untaggedRE.FindStringSubmatch(bi.Main.Version); m != nil {
+		return devBuild(m[1], m[2] != "")
+	}
+	return bi.Main.Version
+}
+
+// untaggedRE matches the pseudo-version Go stamps into a build from a
+// checkout with no release tag behind it (go build since Go 1.24, or go
+// install ...@commit): v0.0.0-<time>-<commit>, "+dirty" when modified.
+// Printed as it is, it would read as older than every release.
+var untaggedRE = regexp.MustCompile(`^v0\.0\.0-[0-9]{14}-([0-9a-f]{12})(\+dirty)?$`)
+
+func devBuild(commit string, modified bool) string {
+	if modified {
+		return "dev (commit " + commit + ", modified)"
+	}
+	return "dev (commit " + commit + ")"
 }
 
 func line(program, stamped, goVersion string, bi *debug.BuildInfo) string {

@@ -16,6 +16,9 @@ func TestLine(t *testing.T) {
 	replaced := &debug.BuildInfo{Deps: []*debug.Module{{Path: "k8s.io/kubernetes", Version: "v1.37.2", Replace: &debug.Module{Path: "github.com/fork/kubernetes", Version: "v1.37.3-fork"}}}}
 	local := &debug.BuildInfo{Deps: []*debug.Module{{Path: "k8s.io/kubernetes", Version: "v1.37.2", Replace: &debug.Module{Path: "../kubernetes"}}}}
 	installed := &debug.BuildInfo{Main: debug.Module{Path: "github.com/gputopo/gputopo", Version: "v0.2.1"}}
+	checkout := &debug.BuildInfo{Main: debug.Module{Path: "github.com/gputopo/gputopo", Version: "v0.0.0-20261207081318-2d9a7b22a698"}}
+	modified := &debug.BuildInfo{Main: debug.Module{Path: "github.com/gputopo/gputopo", Version: "v0.0.0-20261207081318-2d9a7b22a698+dirty"}}
+	afterTag := &debug.BuildInfo{Main: debug.Module{Path: "github.com/gputopo/gputopo", Version: "v0.2.1-0.20261207081318-2d9a7b22a698"}}
 	tests := []struct {
 		stamped string
 		bi      *debug.BuildInfo
@@ -29,6 +32,10 @@ func TestLine(t *testing.T) {
 		{"dev", installed, "gputopo-scheduler v0.2.1 (go1.26.8)"},
 		{"v0.2.0", installed, "gputopo-scheduler v0.2.0 (go1.26.8)"},
 		{"dev", nil, "gputopo-scheduler dev (go1.26.8)"},
+		// go build in a checkout (Go 1.24+ stamps a pseudo-version).
+		{"dev", checkout, "gputopo-scheduler dev (commit 2d9a7b22a698) (go1.26.8)"},
+		{"dev", modified, "gputopo-scheduler dev (commit 2d9a7b22a698, modified) (go1.26.8)"},
+		{"dev", afterTag, "gputopo-scheduler v0.2.1-0.20261207081318-2d9a7b22a698 (go1.26.8)"},
 	}
 	for _, tc := range tests {
 		if got := line("gputopo-scheduler", tc.stamped, "go1.26.8", tc.bi); got != tc.want {
