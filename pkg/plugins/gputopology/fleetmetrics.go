@@ -66,6 +66,9 @@ type fleetCollector struct {
 	// scrape.
 	maxAge time.Duration
 	last   *cachedSummary
+	// ignoreTaints: the DRADeviceTaints gate is off, so the scheduler
+	// hands tainted devices out like any other; none counts as tainted.
+	ignoreTaints bool
 }
 
 // cachedSummary is the last summary, of which source, and when.
@@ -81,11 +84,11 @@ var (
 	fleetMetrics = &fleetCollector{timeout: 2 * time.Second, maxAge: 10 * time.Second}
 )
 
-// setSource makes the collector read m.
-func (c *fleetCollector) setSource(m fwk.SharedDRAManager) {
+// setSource makes the collector read m, with taints or not.
+func (c *fleetCollector) setSource(m fwk.SharedDRAManager, taints bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.source = m
+	c.source, c.ignoreTaints = m, !taints
 }
 
 // DescribeWithStability implements metrics.StableCollector.
@@ -100,12 +103,15 @@ func (c *fleetCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 // a wrong zero would read as an empty fleet.
 func (c *fleetCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	c.mu.Lock()
-	source, timeout, last := c.source, c.timeout, c.last
+	source, timeout, last, ignoreTaints := c.source, c.timeout, c.last, c.ignoreTaints
 	c.mu.Unlock()
 	if source != nil {
 		if last != nil && last.source == source && time.Since(last.at) < c.maxAge {
 			emitFleet(ch, last.summary)
 		} else if s, err := summarize(source, timeout); err == nil {
+			if ignoreTaints {
+				s.Tainted = map[string]int{}
+			}
 			c.mu.Lock()
 			c.last = &cachedSummary{source: source, at: time.Now(), summary: s}
 			c.mu.Unlock()

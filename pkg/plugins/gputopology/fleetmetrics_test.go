@@ -155,6 +155,13 @@ gputopo_fleet_scrape_errors_total 0
 	if err != nil {
 		t.Errorf("with a DeviceTaintRule: %v", err)
 	}
+	// With DRADeviceTaints off the scheduler ignores taints: none counts.
+	untainted := &fleetCollector{timeout: time.Second}
+	untainted.setSource(env.pl.draManager, false)
+	noneTainted := strings.Replace(wantTainted, `gputopo_fleet_tainted_gpus{state="free"} 2`, `gputopo_fleet_tainted_gpus{state="free"} 0`, 1)
+	if err := testutil.CustomCollectAndCompare(untainted, strings.NewReader(noneTainted), "gputopo_fleet_tainted_gpus"); err != nil {
+		t.Errorf("with DRADeviceTaints off: %v", err)
+	}
 }
 
 // failingSlices is a DRA manager whose slices cannot be listed.

@@ -118,7 +118,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	registerMetrics()
-	fleetMetrics.setSource(fh.SharedDRAManager())
+	fleetMetrics.setSource(fh.SharedDRAManager(), features.DeviceTaints)
 	var learner *topology.Learner
 	if args.Packing.Enabled {
 		learner = topology.NewLearner(args.Workload, learnerPrior, learnerClasses)
