@@ -136,3 +136,65 @@ current-context: ctx
 		t.Errorf("%d requests to the API server before the output was checked", requests)
 	}
 }
+
+// The cluster flags come before the command too, as kubectl's ("kubectl
+// gputopo --context prod nodes"), and --as, --as-group and --as-uid
+// impersonate as kubectl's do.
+func TestClusterFlags(t *testing.T) {
+	type request struct{ server, path, user, uid, groups string }
+	var mu sync.Mutex
+	var got []request
+	server := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got = append(got, request{name, r.URL.Path, r.Header.Get("Impersonate-User"), r.Header.Get("Impersonate-Uid"), strings.Join(r.Header.Values("Impersonate-Group"), ",")})
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","message":"denied","code":403}`))
+		}))
+	}
+	dev, prod := server("dev"), server("prod")
+	defer dev.Close()
+	defer prod.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "`+dev.URL+`"}}, {name: prod, cluster: {server: "`+prod.URL+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: dev, context: {cluster: dev, user: u}}, {name: prod, context: {cluster: prod, user: u, namespace: team}}]
+current-context: dev
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want request
+	}{
+		{[]string{"--context", "prod", "nodes", "--kubeconfig", kubeconfig}, request{"prod", "/apis/resource.k8s.io/v1/resourceslices", "", "", ""}},
+		{[]string{"--kubeconfig=" + kubeconfig, "--context=prod", "--request-timeout", "5", "why", "p"}, request{"prod", "/api/v1/namespaces/team/pods/p", "", "", ""}},
+		{[]string{"--as", "alice", "--as-group", "ml", "--as-group=ops", "report", "--kubeconfig", kubeconfig, "--as-uid", "42"}, request{"dev", "/apis/resource.k8s.io/v1/resourceslices", "alice", "42", "ml,ops"}},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		if err := run(context.Background(), tc.args, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Errorf("%v: error %v, want the server's refusal", tc.args, err)
+		}
+		mu.Lock()
+		if len(got) == 0 || got[0] != tc.want {
+			t.Errorf("%v: requests %+v, want first %+v", tc.args, got, tc.want)
+		}
+		mu.Unlock()
+	}
+	for args, want := range map[string]string{
+		"--as-group ml nodes --kubeconfig " + kubeconfig: "without impersonating a user",
+		"--context prod":       "unknown or missing command",
+		"--context prod bogus": "unknown or missing command",
+		"--node x report":      "report: flag provided but not defined: -node",
+	} {
+		if err := run(context.Background(), strings.Fields(args), &strings.Builder{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", args, err, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,10 +27,14 @@ import (
 	"github.com/gputopo/gputopo/pkg/version"
 )
 
-const usage = `usage: kubectl gputopo nodes [--node NAME] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
-       kubectl gputopo why POD [-n|--namespace NAMESPACE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
-       kubectl gputopo report [--out FILE] [--kubeconfig FILE] [--context NAME] [--request-timeout 30s]
+const usage = `usage: kubectl gputopo nodes [--node NAME] [CLUSTER FLAGS]
+       kubectl gputopo why POD [-n|--namespace NAMESPACE] [CLUSTER FLAGS]
+       kubectl gputopo report [--out FILE] [CLUSTER FLAGS]
        kubectl gputopo version
+
+  CLUSTER FLAGS, before or after the command, as kubectl's:
+          --kubeconfig FILE, --context NAME, --request-timeout 30s,
+          --as USER, --as-group GROUP (repeatable), --as-uid UID
 
   nodes   each node's devices grouped by NVLink domain and clique, with the
           claims (and their pods) that hold them
@@ -54,20 +59,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if printed, err := printVersion(args, out); printed || err != nil {
 		return err
 	}
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+	cmd, args := splitCommand(args)
+	if cmd == "help" || cmd == "" && slices.ContainsFunc(args, isHelp) {
 		_, err := fmt.Fprintln(out, usage)
 		return err
 	}
-	if len(args) == 0 || (args[0] != "nodes" && args[0] != "why" && args[0] != "report") {
+	if cmd != "nodes" && cmd != "why" && cmd != "report" {
 		return fmt.Errorf("unknown or missing command\n%s", usage)
 	}
-	cmd := args[0]
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, help is the usage
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	timeout := requestTimeout(30 * time.Second)
-	fs.Var(&timeout, "request-timeout", "how long one API request may take (30s, 1m; a plain number is seconds, as kubectl's)")
+	cluster := clusterFlags{timeout: requestTimeout(30 * time.Second)}
+	cluster.register(fs)
 	// Each command takes only its own flags: another's would be ignored.
 	var node, namespace, outFile *string
 	switch cmd {
@@ -79,7 +82,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "report":
 		outFile = fs.String("out", "", "write the HTML page to this file (default: stdout)")
 	}
-	positional, err := parseInterleaved(fs, args[1:])
+	positional, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		_, err = fmt.Fprintln(out, usage)
 		return err
@@ -90,18 +93,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := checkArgs(cmd, positional); err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	clientConfig := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext})
-	cfg, err := clientConfig.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.Timeout = time.Duration(timeout)
-	// As kubectl: the API server's warnings (deprecated APIs) as plain
-	// "Warning:" lines on stderr, each once.
-	cfg.WarningHandler = restclient.NewWarningWriter(os.Stderr, restclient.WarningWriterOptions{Deduplicate: true})
-	client, err := kubernetes.NewForConfig(cfg)
+	client, clientConfig, host, err := cluster.connect()
 	if err != nil {
 		return err
 	}
@@ -115,9 +107,77 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return inspect.Why(ctx, client, ns, positional[0], out)
 	case "report":
-		return writeReport(ctx, client, cfg.Host, *outFile, out)
+		return writeReport(ctx, client, host, *outFile, out)
 	}
-	return inspect.Nodes(ctx, client, *node, out)
+	return inspect.Nodes(ctx, client, *node, out, os.Stderr)
+}
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" }
+
+// clusterFlags are the flags that say how to reach the cluster, as
+// kubectl's: every command takes them.
+type clusterFlags struct {
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+	timeout    requestTimeout
+}
+
+func (c *clusterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&c.overrides.CurrentContext, "context", "", "kubeconfig context (default: the current one)")
+	fs.Var(&c.timeout, "request-timeout", "how long one API request may take (30s, 1m; a plain number is seconds, as kubectl's)")
+	fs.StringVar(&c.overrides.AuthInfo.Impersonate, "as", "", "user to impersonate")
+	fs.Var((*repeated)(&c.overrides.AuthInfo.ImpersonateGroups), "as-group", "group to impersonate (repeatable; needs --as)")
+	fs.StringVar(&c.overrides.AuthInfo.ImpersonateUID, "as-uid", "", "UID to impersonate (needs --as)")
+}
+
+// connect makes the client the flags describe, with the kubeconfig (for
+// its namespace) and the API server's address.
+func (c *clusterFlags) connect() (kubernetes.Interface, clientcmd.ClientConfig, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.kubeconfig
+	clientConfig := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &c.overrides)
+	cfg, err := clientConfig.ClientConfig()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = time.Duration(c.timeout)
+	// As kubectl: the API server's warnings (deprecated APIs) as plain
+	// "Warning:" lines on stderr, each once.
+	cfg.WarningHandler = restclient.NewWarningWriter(os.Stderr, restclient.WarningWriterOptions{Deduplicate: true})
+	client, err := kubernetes.NewForConfig(cfg)
+	return client, clientConfig, cfg.Host, err
+}
+
+// splitCommand finds the command among the arguments, after any flags
+// (kubectl's "kubectl gputopo --context prod nodes"), and returns it with
+// the other arguments, those flags first; "" and all the arguments when
+// there is none. Every flag but -h and --help takes a value, as its next
+// argument unless written --flag=value.
+func splitCommand(args []string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return a, append(slices.Clip(args[:i]), args[i+1:]...)
+		}
+		if a == "--" {
+			break
+		}
+		if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && name != "h" && name != "help" {
+			i++ // its value
+		}
+	}
+	return "", args
+}
+
+// repeated is a flag that may be given several times, each adding a value.
+type repeated []string
+
+func (r *repeated) String() string { return strings.Join(*r, ",") }
+
+func (r *repeated) Set(v string) error {
+	*r = append(*r, v)
+	return nil
 }
 
 // requestTimeout reads --request-timeout as kubectl does: a duration, or
@@ -189,7 +249,7 @@ func writeReport(ctx context.Context, client kubernetes.Interface, server, file 
 		}
 	}
 	var page strings.Builder
-	if err := inspect.WriteLiveReport(ctx, client, "GPUs of the cluster at "+server, time.Now(), &page); err != nil {
+	if err := inspect.WriteLiveReport(ctx, client, "GPUs of the cluster at "+server, time.Now(), &page, os.Stderr); err != nil {
 		return err
 	}
 	if file == "" {

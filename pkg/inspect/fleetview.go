@@ -109,7 +109,9 @@ func (v FleetView) GPU(key string) (topology.GPU, bool) {
 }
 
 // Occupancy is each GPU's used share: whole devices count 1, MIG
-// partitions their memory slices, shares their compute percentage.
+// partitions their memory slices, shares their compute percentage; an
+// admin-access allocation uses none (the scheduler counts it as not
+// allocated).
 func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUse {
 	used := map[string]float64{} // by physical GPU
 	for _, c := range claims {
@@ -117,6 +119,9 @@ func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUs
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
+			if ptr.Deref(res.AdminAccess, false) {
+				continue
+			}
 			d, ok := v.devices[DeviceKey(res.Driver, res.Pool, res.Device)]
 			if !ok {
 				continue

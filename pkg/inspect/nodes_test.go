@@ -4,12 +4,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
@@ -67,7 +70,7 @@ func TestDevices(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "pending"}},
 	}
 	var b strings.Builder
-	if err := WriteDevices(&b, Devices(slices, claims, "")); err != nil {
+	if err := WriteDevices(&b, Devices(slices, claims, nil, "")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -87,7 +90,7 @@ func TestDevices(t *testing.T) {
 			t.Errorf("line %d:\n got %q\nwant %q", i, got[i], want[i])
 		}
 	}
-	if ds := Devices(slices, claims, "tray"); len(ds) != 2 || ds[0].Node != "tray" {
+	if ds := Devices(slices, claims, nil, "tray"); len(ds) != 2 || ds[0].Node != "tray" {
 		t.Errorf("node filter: %+v", ds)
 	}
 }
@@ -141,7 +144,7 @@ func TestSeveralDrivers(t *testing.T) {
 	published := []resourceapi.ResourceSlice{nic, old, fresh, perDevice}
 	nicClaim := allocated("net", "nic", "p", resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: "nic.example.com", Pool: "a", Device: "a-0"})
 
-	ds := Devices(published, []resourceapi.ResourceClaim{nicClaim}, "a")
+	ds := Devices(published, []resourceapi.ResourceClaim{nicClaim}, nil, "a")
 	var got []string
 	for _, d := range ds {
 		got = append(got, d.Pool+"/"+d.Name+" "+strings.Join(d.Holders, ","))
@@ -150,7 +153,7 @@ func TestSeveralDrivers(t *testing.T) {
 	if strings.Join(sortedCopy(got), "|") != strings.Join(sortedCopy(want), "|") {
 		t.Errorf("node a lists %q, want %q (newest generation, its own per-device GPU, NIC claim on the NIC only)", got, want)
 	}
-	for _, d := range Devices(published, nil, "") {
+	for _, d := range Devices(published, nil, nil, "") {
 		if d.Name == "f-1" && d.Node != networkNode {
 			t.Errorf("a device for all nodes is on node %q, want %q", d.Node, networkNode)
 		}
@@ -166,4 +169,178 @@ func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	slices.Sort(out)
 	return out
+}
+
+// heldByLines is the table's HELD BY column, per device: "device
+// [group]: line | line".
+func heldByLines(t *testing.T, ds []Device) []string {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteDevices(&b, ds); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	col := strings.Index(lines[0], "HELD BY")
+	var out []string
+	i := -1
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l[:col]) != "" {
+			i++
+			out = append(out, ds[i].Name+" ["+ds[i].Group+"]: "+l[col:])
+			continue
+		}
+		out[i] += " | " + l[col:]
+	}
+	return out
+}
+
+func checkLines(t *testing.T, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// An admin-access allocation (a monitoring agent's) does not take the
+// device, as for the scheduler: nodes lists the claim but the device is
+// still free, and neither the report's occupancy, link classes nor
+// fleet summary count it.
+func TestAdminAccessHoldsNothing(t *testing.T) {
+	sl := []resourceapi.ResourceSlice{slice("n1", device("gpu-0", gpu("g0", "d")), device("gpu-1", gpu("g1", "d")))}
+	admin := func(r resourceapi.DeviceRequestAllocationResult) resourceapi.DeviceRequestAllocationResult {
+		r.AdminAccess = ptr.To(true)
+		return r
+	}
+	claims := []resourceapi.ResourceClaim{
+		allocated("monitoring", "dcgm", "dcgm-x", admin(result("n1", "gpu-0")), admin(result("n1", "gpu-1"))),
+		allocated("ml", "one", "p", result("n1", "gpu-1")),
+	}
+	checkLines(t, heldByLines(t, Devices(sl, claims, nil, "")), []string{
+		"gpu-0 [nvlink d]: claim monitoring/dcgm (admin access) for pod monitoring/dcgm-x | free",
+		"gpu-1 [nvlink d]: claim monitoring/dcgm (admin access) for pod monitoring/dcgm-x | claim ml/one for pod ml/p",
+	})
+	r := LiveReport(Cluster{Slices: sl, Claims: claims[:1]}, "x", time.Unix(0, 0))
+	if res := r.Schedulers[0]; res.UnallocatedGPUPercent != 100 || len(res.LinkClasses) != 0 {
+		t.Errorf("unallocated %v%%, link classes %v; want 100%% and none", res.UnallocatedGPUPercent, res.LinkClasses)
+	}
+	if fleet := tableRows(r.Tables[0]); fleet["GPUs free"] != "2" || fleet["GPUs used"] != "0" {
+		t.Errorf("fleet %v: want both GPUs free", fleet)
+	}
+}
+
+// a100 is an A100 in MIG mode as the node agent publishes it: the whole
+// GPU and two partitions consume the counters of one set (memory slices
+// 0-7 and 7 compute slices).
+func a100() resourceapi.ResourceSlice {
+	counters := func(compute int64, from, to int) map[string]resourceapi.Counter {
+		c := map[string]resourceapi.Counter{contract.CounterCompute: {Value: *resource.NewQuantity(compute, resource.DecimalSI)}}
+		for i := from; i < to; i++ {
+			c[contract.MemorySliceCounter(i)] = resourceapi.Counter{Value: resource.MustParse("1")}
+		}
+		return c
+	}
+	consumes := func(d resourceapi.Device, c map[string]resourceapi.Counter) resourceapi.Device {
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: c}}
+		return d
+	}
+	mig := func(name, profile string) resourceapi.Device {
+		return device(name, map[string]string{"type": "mig", "parentUUID": "GPU-0", "productName": "NVIDIA A100-PCIE-40GB", "profile": profile})
+	}
+	s := slice("a100",
+		consumes(device("gpu-0", map[string]string{"type": "gpu", "uuid": "GPU-0", "productName": "NVIDIA A100-PCIE-40GB", "nvlinkDomain": "nvlink-0"}), counters(7, 0, 8)),
+		consumes(mig("gpu-0-mig-3g-0", "3g.20gb"), counters(3, 0, 4)),
+		consumes(mig("gpu-0-mig-4g-0", "4g.20gb"), counters(4, 4, 8)))
+	s.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "gpu-0", Counters: counters(7, 0, 8)}}
+	return s
+}
+
+// A device whose shared counters the allocated devices use up is not
+// free (the allocator cannot give it), and says what uses them; a MIG
+// partition is in its GPU's NVLink group, not a made-up one.
+func TestSharedCountersBlock(t *testing.T) {
+	sl := []resourceapi.ResourceSlice{a100()}
+	for _, tc := range []struct {
+		name   string
+		claims []resourceapi.ResourceClaim
+		want   []string
+	}{
+		{"a partition", []resourceapi.ResourceClaim{allocated("ml", "infer", "infer-0", result("a100", "gpu-0-mig-3g-0"))}, []string{
+			"gpu-0 [nvlink nvlink-0]: unavailable: counters of gpu-0 in use by gpu-0-mig-3g-0",
+			"gpu-0-mig-3g-0 [nvlink nvlink-0]: claim ml/infer for pod ml/infer-0",
+			"gpu-0-mig-4g-0 [nvlink nvlink-0]: free",
+		}},
+		{"the whole GPU", []resourceapi.ResourceClaim{allocated("ml", "train", "", result("a100", "gpu-0"))}, []string{
+			"gpu-0 [nvlink nvlink-0]: claim ml/train",
+			"gpu-0-mig-3g-0 [nvlink nvlink-0]: unavailable: counters of gpu-0 in use by gpu-0",
+			"gpu-0-mig-4g-0 [nvlink nvlink-0]: unavailable: counters of gpu-0 in use by gpu-0",
+		}},
+		{"admin access takes no counters", []resourceapi.ResourceClaim{allocated("mon", "dcgm", "", func() resourceapi.DeviceRequestAllocationResult {
+			r := result("a100", "gpu-0")
+			r.AdminAccess = ptr.To(true)
+			return r
+		}())}, []string{
+			"gpu-0 [nvlink nvlink-0]: claim mon/dcgm (admin access) | free",
+			"gpu-0-mig-3g-0 [nvlink nvlink-0]: free",
+			"gpu-0-mig-4g-0 [nvlink nvlink-0]: free",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkLines(t, heldByLines(t, Devices(sl, tc.claims, nil, "")), tc.want) })
+	}
+	unpublished := a100()
+	unpublished.Spec.SharedCounters = nil
+	if got := heldByLines(t, Devices([]resourceapi.ResourceSlice{unpublished}, nil, nil, ""))[0]; got != "gpu-0 [nvlink nvlink-0]: unavailable: counter set gpu-0 not published" {
+		t.Errorf("a device of a counter set not published: %q", got)
+	}
+}
+
+// A taint with effect None is informational: the device is still free.
+// NoSchedule and NoExecute leave it to claims that tolerate them.
+func TestTaintEffects(t *testing.T) {
+	taint := func(d resourceapi.Device, effect resourceapi.DeviceTaintEffect) resourceapi.Device {
+		d.Taints = []resourceapi.DeviceTaint{{Key: "example.com/t", Value: "x", Effect: effect}}
+		return d
+	}
+	sl := []resourceapi.ResourceSlice{slice("a",
+		taint(device("a-0", gpu("a0", "d")), resourceapi.DeviceTaintEffectNone),
+		taint(device("a-1", gpu("a1", "d")), resourceapi.DeviceTaintEffectNoSchedule))}
+	checkLines(t, heldByLines(t, Devices(sl, nil, nil, "")), []string{
+		"a-0 [nvlink d]: free | tainted example.com/t=x:None (informational)",
+		"a-1 [nvlink d]: tainted example.com/t=x:NoSchedule",
+	})
+}
+
+// DeviceTaintRules taint the devices their selector picks, as the
+// scheduler applies them, named; the report counts the rules' taints as
+// the scheduler's gauge does.
+func TestDeviceTaintRules(t *testing.T) {
+	sl := []resourceapi.ResourceSlice{
+		slice("a", device("a-0", gpu("a0", "d")), device("a-1", gpu("a1", "d"))),
+		slice("b", device("b-0", gpu("b0", "d"))),
+	}
+	rule := func(name string, effect resourceapi.DeviceTaintEffect, driver, pool, dev *string) resourceapi.DeviceTaintRule {
+		r := resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceTaintRuleSpec{
+			Taint: resourceapi.DeviceTaint{Key: "example.com/" + name, Value: "x", Effect: effect}}}
+		if driver != nil || pool != nil || dev != nil {
+			r.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{Driver: driver, Pool: pool, Device: dev}
+		}
+		return r
+	}
+	rules := []resourceapi.DeviceTaintRule{
+		rule("maintenance", resourceapi.DeviceTaintEffectNoSchedule, ptr.To("gpu.nvidia.com"), ptr.To("a"), ptr.To("a-1")),
+		rule("audit", resourceapi.DeviceTaintEffectNone, nil, ptr.To("b"), nil),
+		rule("other-driver", resourceapi.DeviceTaintEffectNoExecute, ptr.To("nic.example.com"), nil, nil),
+		rule("no-selector", resourceapi.DeviceTaintEffectNoExecute, nil, nil, nil),
+	}
+	checkLines(t, heldByLines(t, Devices(sl, nil, rules, "")), []string{
+		"a-0 [nvlink d]: free",
+		"a-1 [nvlink d]: tainted example.com/maintenance=x:NoSchedule (DeviceTaintRule maintenance)",
+		"b-0 [nvlink d]: free | tainted example.com/audit=x:None (DeviceTaintRule audit) (informational)",
+	})
+	r := LiveReport(Cluster{Slices: sl, Rules: rules}, "x", time.Unix(0, 0))
+	if got := tableRows(r.Tables[0])["GPUs tainted (free / partly used / used)"]; got != "1 (1 / 0 / 0)" {
+		t.Errorf("report's tainted GPUs %q, want the rule's NoSchedule one only", got)
+	}
+	if len(sl[0].Spec.Devices[1].Taints) != 0 {
+		t.Errorf("the report changed the slices it was given")
+	}
 }

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -17,21 +18,22 @@ import (
 // against the pods that exist (the scheduler does not try a gang before
 // minCount of its pods exist, and writes no condition meanwhile), its
 // topology constraint, and the PodGroup's scheduling condition. It reads
-// the PodGroup (get) and the namespace's pods (list).
-func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Builder, pod *v1.Pod, name string) {
+// the PodGroup (get) and the namespace's pods (list). A PodGroup that
+// does not exist is said; what it cannot read is its error.
+func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Builder, pod *v1.Pod, name string) error {
 	pg, err := client.SchedulingV1beta1().PodGroups(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		fmt.Fprintf(b, "pod group %s: %v (the scheduler waits for the PodGroup to exist)\n", name, err)
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(b, "pod group %s: %v\n", name, err)
-		return
+	switch {
+	case apierrors.IsNotFound(err) && notServed(err):
+		return fmt.Errorf("pod group %s: the API server does not serve scheduling.k8s.io/v1beta1 PodGroups: %w", name, err)
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(b, "pod group %s: not found (the scheduler waits for the PodGroup to exist)\n", name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("pod group %s: %w", name, err)
 	}
 	pods, err := client.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		fmt.Fprintf(b, "pod group %s: list its pods: %v\n", name, err)
-		return
+		return fmt.Errorf("pod group %s: list its pods: %w", name, err)
 	}
 	members, bound := 0, 0
 	for _, p := range pods.Items {
@@ -55,4 +57,17 @@ func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Bui
 	if cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled); cond != nil {
 		fmt.Fprintf(b, "  %s=%s (%s): %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
+	return nil
+}
+
+// notServed reports whether a NotFound error is the API server's for a
+// resource it does not serve (no object named in its details), not for
+// a missing object.
+func notServed(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
 }

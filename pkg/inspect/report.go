@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -26,25 +27,32 @@ import (
 type Cluster struct {
 	Slices []resourceapi.ResourceSlice
 	Claims []resourceapi.ResourceClaim
-	Pods   []v1.Pod
+	Rules  []resourceapi.DeviceTaintRule
+	// Pods: ReadCluster lists those that have not ended only, all the
+	// report counts.
+	Pods []v1.Pod
 }
 
-// ReadCluster lists the cluster's slices, claims and pods (list on each:
-// the read-only role of manifests/kubectl).
-func ReadCluster(ctx context.Context, client kubernetes.Interface) (Cluster, error) {
-	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return Cluster{}, fmt.Errorf("list ResourceSlices: %w", err)
+// ReadCluster lists the cluster's slices, claims, DeviceTaintRules and
+// pods that have not ended (list on each: the read-only role of
+// manifests/kubectl), in pages; warnings (rules it may not list) go to
+// warn.
+func ReadCluster(ctx context.Context, client kubernetes.Interface, warn io.Writer) (Cluster, error) {
+	var c Cluster
+	var err error
+	if c.Slices, err = listSlices(ctx, client, metav1.ListOptions{}); err != nil {
+		return Cluster{}, err
 	}
-	claims, err := client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return Cluster{}, fmt.Errorf("list ResourceClaims: %w", err)
+	if c.Claims, err = listClaims(ctx, client); err != nil {
+		return Cluster{}, err
 	}
-	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return Cluster{}, fmt.Errorf("list Pods: %w", err)
+	if c.Rules, err = listTaintRules(ctx, client, warn); err != nil {
+		return Cluster{}, err
 	}
-	return Cluster{Slices: sl.Items, Claims: claims.Items, Pods: pods.Items}, nil
+	if c.Pods, err = listUnfinishedPods(ctx, client); err != nil {
+		return Cluster{}, err
+	}
+	return c, nil
 }
 
 // maxPendingRows bounds the table of pending pods: the by-reason counts
@@ -80,7 +88,7 @@ func LiveReport(c Cluster, title string, now time.Time) report.Report {
 			r.Pending[reason]++
 		}
 	}
-	summary := topology.SummarizeFleet(pointers(c.Slices), ClaimUsage(c.Claims))
+	summary := topology.SummarizeFleet(pointers(withRuleTaints(c.Slices, c.Rules)), ClaimUsage(c.Claims))
 	return report.Report{
 		Title:      title,
 		Scenario:   "live cluster",
@@ -88,15 +96,16 @@ func LiveReport(c Cluster, title string, now time.Time) report.Report {
 		Schedulers: []report.Result{r},
 		Tables:     []report.Table{fleetTable(summary), pendingTable(pending)},
 		Notes: []string{
-			"Read from the API server at the time above: ResourceSlices, ResourceClaims and Pods (kubectl gputopo report).",
+			"Read from the API server at the time above: ResourceSlices, ResourceClaims, DeviceTaintRules and Pods (kubectl gputopo report).",
 			"Pods placed counts bound pods that have not ended; pending pods are those without a node, with the reasons of their PodScheduled condition.",
 		},
 	}
 }
 
-// WriteLiveReport reads the cluster and writes its HTML report.
-func WriteLiveReport(ctx context.Context, client kubernetes.Interface, title string, now time.Time, w io.Writer) error {
-	c, err := ReadCluster(ctx, client)
+// WriteLiveReport reads the cluster and writes its HTML report;
+// warnings go to warn.
+func WriteLiveReport(ctx context.Context, client kubernetes.Interface, title string, now time.Time, w, warn io.Writer) error {
+	c, err := ReadCluster(ctx, client, warn)
 	if err != nil {
 		return err
 	}
@@ -107,13 +116,17 @@ func WriteLiveReport(ctx context.Context, client kubernetes.Interface, title str
 }
 
 // claimLinkClass is the worst link between the whole GPUs of an allocated
-// claim of two or more, as the scheduler's link-class metric counts it.
+// claim of two or more, as the scheduler's link-class metric counts it;
+// devices allocated for admin access are not the claim's.
 func claimLinkClass(view FleetView, claim resourceapi.ResourceClaim) (string, bool) {
 	if claim.Status.Allocation == nil {
 		return "", false
 	}
 	var gpus []topology.GPU
 	for _, res := range claim.Status.Allocation.Devices.Results {
+		if ptr.Deref(res.AdminAccess, false) {
+			continue
+		}
 		if g, ok := view.GPU(DeviceKey(res.Driver, res.Pool, res.Device)); ok && !g.Partition {
 			gpus = append(gpus, g)
 		}
@@ -149,6 +162,8 @@ func gpuUse(nodes []report.NodeUse) (gpus int, used float64) {
 // ClaimUsage is what the claims' allocations hold of each device, for
 // topology.SummarizeFleet: devices allocated whole, and the shares of
 // devices that allow several allocations with the capacity they consume.
+// An admin-access allocation holds nothing: the scheduler counts it as
+// not allocated.
 func ClaimUsage(claims []resourceapi.ResourceClaim) topology.DeviceUsage {
 	use := map[string]topology.DeviceUse{}
 	for _, c := range claims {
@@ -156,6 +171,9 @@ func ClaimUsage(claims []resourceapi.ResourceClaim) topology.DeviceUsage {
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
+			if ptr.Deref(res.AdminAccess, false) {
+				continue
+			}
 			key := res.Driver + "/" + res.Pool + "/" + res.Device
 			u := use[key]
 			if res.ShareID == nil {
@@ -180,6 +198,29 @@ func ClaimUsage(claims []resourceapi.ResourceClaim) topology.DeviceUsage {
 	return func(driver, pool, device string) topology.DeviceUse { return use[driver+"/"+pool+"/"+device] }
 }
 
+// withRuleTaints is the slices with the taints of the rules that select
+// their devices added, as the scheduler sees them; a slice no rule
+// touches is not copied.
+func withRuleTaints(published []resourceapi.ResourceSlice, rules []resourceapi.DeviceTaintRule) []resourceapi.ResourceSlice {
+	out := slices.Clone(published)
+	for i := range out {
+		copied := false
+		for j, d := range out[i].Spec.Devices {
+			for k := range rules {
+				if !ruleSelects(&rules[k], out[i].Spec.Driver, out[i].Spec.Pool.Name, d.Name) {
+					continue
+				}
+				if !copied {
+					out[i] = *out[i].DeepCopy()
+					copied = true
+				}
+				out[i].Spec.Devices[j].Taints = append(out[i].Spec.Devices[j].Taints, rules[k].Spec.Taint)
+			}
+		}
+	}
+	return out
+}
+
 func pointers(s []resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 	out := make([]*resourceapi.ResourceSlice, len(s))
 	for i := range s {
@@ -195,8 +236,8 @@ func fleetTable(s topology.FleetSummary) report.Table {
 	row("GPUs free", s.Free)
 	row("GPUs partly used (MIG partitions or shares, room left)", s.Partial)
 	row("GPUs used", s.Used)
-	// Taints as the slices publish them: a DeviceTaintRule's are in the
-	// scheduler's gauge only (this report reads no rules).
+	// Taints as the scheduler sees them: the slices' own and the
+	// DeviceTaintRules' (those the reader may list).
 	total, each := 0, make([]string, len(topology.GPUStates))
 	for i, state := range topology.GPUStates {
 		total += s.Tainted[state]

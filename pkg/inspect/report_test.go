@@ -1,8 +1,6 @@
 package inspect
 
 import (
-	"context"
-	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,14 +9,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-	cgotesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/report"
@@ -126,20 +119,6 @@ func tableRows(t report.Table) map[string]string {
 		out[r[0]] = r[1]
 	}
 	return out
-}
-
-// A PodGroup the user may not read is not reported as one the scheduler
-// waits for.
-func TestPodGroupReadRefused(t *testing.T) {
-	client := fake.NewClientset()
-	client.PrependReactor("get", "podgroups", func(cgotesting.Action) (bool, apiruntime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "scheduling.k8s.io", Resource: "podgroups"}, "g", errors.New("no"))
-	})
-	var b strings.Builder
-	writeGroup(context.Background(), client, &b, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "p"}}, "g")
-	if out := b.String(); !strings.Contains(out, "forbidden") || strings.Contains(out, "waits for the PodGroup") {
-		t.Errorf("output %q, want the error without the note on a missing PodGroup", out)
-	}
 }
 
 // The scheduler's PodScheduled messages, as kube-scheduler v1.37 writes

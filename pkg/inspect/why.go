@@ -2,9 +2,11 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,12 +22,15 @@ import (
 // pending, with the scheduler's reasons one per line (gputopo's say per
 // request how many devices match and why they are not free), and what
 // each of its claims asks for. It reads the pod and its claims (get).
+// What it cannot read (a claim or PodGroup it may not get) it leaves out
+// of w and returns as the error, after writing the rest.
 func Why(ctx context.Context, client kubernetes.Interface, namespace, name string, w io.Writer) error {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", namespace, name, err)
 	}
 	var b strings.Builder
+	var errs []error
 	if pod.Spec.NodeName != "" {
 		fmt.Fprintf(&b, "pod %s/%s is bound to node %s (scheduler %s)\n", namespace, name, pod.Spec.NodeName, pod.Spec.SchedulerName)
 	} else {
@@ -33,18 +38,33 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 		writeReasons(&b, pod)
 	}
 	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
-		writeGroup(ctx, client, &b, pod, *g.PodGroupName)
+		errs = append(errs, writeGroup(ctx, client, &b, pod, *g.PodGroupName))
 	}
-	for _, claimName := range claimNames(pod) {
-		claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
-		if err != nil {
-			fmt.Fprintf(&b, "claim %s: %v\n", claimName, err)
+	errs = append(errs, writeClaims(ctx, client, &b, pod)...)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// writeClaims writes each of the pod's claims, and returns the errors
+// of those it could not get.
+func writeClaims(ctx context.Context, client kubernetes.Interface, b *strings.Builder, pod *v1.Pod) []error {
+	var errs []error
+	for _, c := range podClaims(pod) {
+		if c.claim == "" {
+			fmt.Fprintf(b, "claim %s (from template %s): not created yet\n", c.entry, c.template)
+			fmt.Fprintf(b, "  the resourceclaim controller makes it from the template: does ResourceClaimTemplate %s exist in namespace %s? (kubectl describe pod %s -n %s shows its FailedResourceClaimCreation events)\n", c.template, pod.Namespace, pod.Name, pod.Namespace)
 			continue
 		}
-		writeClaim(&b, claim)
+		claim, err := client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, c.claim, metav1.GetOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("claim %s: %w", c.claim, err))
+			continue
+		}
+		writeClaim(b, claim)
 	}
-	_, err = io.WriteString(w, b.String())
-	return err
+	return errs
 }
 
 // writeReasons writes the PodScheduled condition's message one reason a
@@ -139,22 +159,32 @@ func parseSchedulingMessage(msg string) schedulingMessage {
 	return m
 }
 
-// claimNames are the pod's claims: from its resourceClaims entries and
-// its extended-resource claim.
-func claimNames(pod *v1.Pod) []string {
-	var out []string
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if n := ptr.Deref(s.ResourceClaimName, ""); n != "" {
-			out = append(out, n)
-		}
-	}
+// podClaim is one claim of a pod: its name, or, for an entry of
+// spec.resourceClaims whose claim from a template does not exist yet,
+// the entry and its template.
+type podClaim struct{ claim, entry, template string }
+
+// podClaims are the pod's claims: its spec.resourceClaims entries, each
+// naming a claim or a template whose claim pod.status names once
+// created, and its extended-resource claim. An entry whose status says
+// no claim was needed has none.
+func podClaims(pod *v1.Pod) []podClaim {
+	var out []podClaim
 	for _, rc := range pod.Spec.ResourceClaims {
-		if rc.ResourceClaimName != nil {
-			out = append(out, *rc.ResourceClaimName)
+		switch {
+		case rc.ResourceClaimName != nil:
+			out = append(out, podClaim{claim: *rc.ResourceClaimName})
+		case rc.ResourceClaimTemplateName != nil:
+			i := slices.IndexFunc(pod.Status.ResourceClaimStatuses, func(s v1.PodResourceClaimStatus) bool { return s.Name == rc.Name })
+			if i < 0 {
+				out = append(out, podClaim{entry: rc.Name, template: *rc.ResourceClaimTemplateName})
+			} else if n := ptr.Deref(pod.Status.ResourceClaimStatuses[i].ResourceClaimName, ""); n != "" {
+				out = append(out, podClaim{claim: n})
+			}
 		}
 	}
 	if s := pod.Status.ExtendedResourceClaimStatus; s != nil {
-		out = append(out, s.ResourceClaimName)
+		out = append(out, podClaim{claim: s.ResourceClaimName})
 	}
 	return out
 }
