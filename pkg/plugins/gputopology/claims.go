@@ -11,6 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/ptr"
 )
 
@@ -77,6 +78,10 @@ func (pl *GPUTopology) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWi
 		// Allocations live in claims: a freed claim frees devices, a
 		// created claim unblocks its pod.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimChange},
+		// A pod whose binding failed gives back devices it held only in
+		// flight, which no claim event announces (not registered upstream,
+		// where such waiting pods wait for the queue's periodic flush).
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterAssignedPodDelete},
 		// The resourceclaim controller records generated claim names in
 		// the pod's status.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.isSchedulableAfterPodUpdate},
@@ -116,6 +121,11 @@ func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1
 		}
 	}
 	if original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil {
+		// As upstream: a pod still waiting for its own claims to exist
+		// has nothing to gain from freed devices.
+		if _, err := pl.podClaims(pod); err != nil {
+			return fwk.QueueSkip, nil
+		}
 		logger.V(6).Info("Claim deallocated", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
 		return fwk.Queue, nil
 	}
@@ -135,6 +145,75 @@ func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// isSchedulableAfterAssignedPodDelete: the scheduler reports a pod whose
+// binding cycle failed as deleted. Devices it held only in flight (its
+// claims not yet written, or written without reserving them for it) are
+// free again, and no claim event says so. A pod deleted while its claims
+// are allocated and reserved for it frees them only when they are
+// deallocated, which a claim event announces.
+func (pl *GPUTopology) isSchedulableAfterAssignedPodDelete(logger klog.Logger, pod *v1.Pod, oldObj, _ interface{}) (fwk.QueueingHint, error) {
+	if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		return fwk.Queue, nil
+	}
+	gone, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T", oldObj)
+	}
+	if !pl.heldInFlight(gone) {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(6).Info("Devices held in flight released", "pod", klog.KObj(pod), "releasedBy", klog.KObj(gone))
+	return fwk.Queue, nil
+}
+
+// heldInFlight: one of the pod's claims (or its DRA extended resources)
+// is not allocated and reserved for it, so whatever the scheduler held
+// for it was held in memory only.
+func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
+	// This runs for every waiting pod on every deletion of a pod: most
+	// deleted pods ask for no devices, known without summing requests.
+	if len(pod.Spec.ResourceClaims) == 0 && !requestsExtendedResources(pod) {
+		return false
+	}
+	names := make([]string, 0, len(pod.Spec.ResourceClaims)+1)
+	for i := range pod.Spec.ResourceClaims {
+		if name := claimNameOf(pod, &pod.Spec.ResourceClaims[i]); name != "" {
+			names = append(names, name)
+		}
+	}
+	if classOf, _ := pl.draExtendedResources(pod); len(classOf) > 0 {
+		st := pod.Status.ExtendedResourceClaimStatus
+		if st == nil {
+			// Its claim is created in PreBind: a failure before that held
+			// devices in memory only (or on a device-plugin node, none).
+			return true
+		}
+		names = append(names, st.ResourceClaimName)
+	}
+	for _, name := range names {
+		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name)
+		if err != nil || claim.Status.Allocation == nil || !pl.reservedFor(pod, claim) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestsExtendedResources: a container of the pod asks for a resource
+// that DRA could serve.
+func requestsExtendedResources(pod *v1.Pod) bool {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			for name := range list[i].Resources.Requests {
+				if schedutil.IsDRAExtendedResourceName(name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (pl *GPUTopology) isSchedulableAfterPodUpdate(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {

@@ -671,11 +671,16 @@ func TestQueueingHints(t *testing.T) {
 		{"own claim changed but not its status", mine, mine.DeepCopy(), fwk.QueueSkip},
 		{"another claim created", nil, other, fwk.QueueSkip},
 		{"another claim deallocated: devices freed", otherAllocated, other, fwk.Queue},
+		{"another claim deallocated, own claim missing", otherAllocated, other, fwk.QueueSkip},
 		{"allocated claim deleted: devices freed", otherAllocated, nil, fwk.Queue},
 		{"unallocated claim deleted", other, nil, fwk.QueueSkip},
 		{"deletion seen late", cache.DeletedFinalStateUnknown{Key: "default/other", Obj: other}, nil, fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			pod := pod
+			if strings.HasSuffix(tc.name, "own claim missing") {
+				pod = podWithClaims("p", "missing")
+			}
 			got, err := env.pl.isSchedulableAfterClaimChange(env.tCtx.Logger(), pod, tc.old, tc.new)
 			if err != nil || got != tc.want {
 				t.Errorf("hint %v, %v; want %v", got, err, tc.want)
@@ -704,6 +709,52 @@ func TestQueueingHints(t *testing.T) {
 	}
 }
 
+// The scheduler reports a pod whose binding failed as an assigned pod
+// deleted: waiting pods are queued when it held devices only in memory,
+// not when its claims are allocated and reserved for it (their
+// deallocation is a claim event).
+func TestQueueingHintAssignedPodDelete(t *testing.T) {
+	bound := podWithClaims("bound", "held")
+	held := claim("held", 1).Obj()
+	held.Status.Allocation = allocatedOn("node-a", "gpu-0")
+	held.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{podBinding(bound)}
+	notReserved := claim("not-reserved", 1).Obj()
+	notReserved.Status.Allocation = allocatedOn("node-a", "gpu-1")
+	env := newTestEnv(t, objects{
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		claims:  []*resourceapi.ResourceClaim{held, notReserved, claim("unallocated", 1).Obj()},
+	})
+	extendedMapped := extendedGPUPod("ext-mapped", 1)
+	extendedMapped.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "held"}
+	waiting := podWithClaims("waiting", "unallocated")
+	for _, tc := range []struct {
+		name string
+		gone any
+		want fwk.QueueingHint
+	}{
+		{"pod without devices", st.MakePod().Name("cpu").Namespace(ns).Obj(), fwk.QueueSkip},
+		{"claims allocated and reserved: a claim event follows", bound, fwk.QueueSkip},
+		{"claim not yet written", podWithClaims("failed", "unallocated"), fwk.Queue},
+		{"claim allocated, not reserved for it", podWithClaims("failed", "not-reserved"), fwk.Queue},
+		{"claim gone", podWithClaims("failed", "deleted"), fwk.Queue},
+		{"extended resources, claim not yet created", extendedGPUPod("ext", 1), fwk.Queue},
+		{"extended resources, claim reserved for another pod", extendedMapped, fwk.Queue},
+		{"deletion seen late", cache.DeletedFinalStateUnknown{Key: "default/x"}, fwk.Queue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := env.pl.isSchedulableAfterAssignedPodDelete(env.tCtx.Logger(), waiting, tc.gone, nil)
+			if err != nil || got != tc.want {
+				t.Errorf("hint %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("unexpected object", func(t *testing.T) {
+		if got, err := env.pl.isSchedulableAfterAssignedPodDelete(env.tCtx.Logger(), waiting, held, nil); err == nil || got != fwk.Queue {
+			t.Errorf("hint %v, %v; want Queue and an error", got, err)
+		}
+	})
+}
+
 // EventsToRegister lists the events the hints above are for.
 func TestEventsToRegister(t *testing.T) {
 	env := newTestEnv(t, objects{})
@@ -720,7 +771,7 @@ func TestEventsToRegister(t *testing.T) {
 			t.Errorf("node events %v lack allocatable updates", e.Event.ActionType)
 		}
 	}
-	for _, want := range []fwk.EventResource{fwk.Node, fwk.ResourceClaim, fwk.TargetPod, fwk.DeviceClass, fwk.ResourceSlice} {
+	for _, want := range []fwk.EventResource{fwk.Node, fwk.ResourceClaim, fwk.TargetPod, fwk.AssignedPod, fwk.DeviceClass, fwk.ResourceSlice} {
 		if !slices.Contains(resources, want) {
 			t.Errorf("events %v lack %v", resources, want)
 		}
