@@ -28,6 +28,13 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"why", "p", "--node=x"}, "why: flag provided but not defined: -node"},
 		{[]string{"report", "--node=x"}, "report: flag provided but not defined: -node"},
 		{[]string{"nodes", "--request-timeout=soon"}, `invalid value "soon" for flag -request-timeout`},
+		// A flag without its value does not take the next flag as it.
+		{[]string{"nodes", "--node", "--kubeconfig=b"}, `invalid value "--kubeconfig=b" for flag -node: missing value`},
+		{[]string{"nodes", "--as", "--context=prod"}, `for flag -as: missing value`},
+		{[]string{"nodes", "--as=u", "--as-group", "--context=prod"}, `for flag -as-group: missing value`},
+		{[]string{"why", "-n", "--context=prod", "p"}, `for flag -n: missing value`},
+		{[]string{"report", "--out", "--kubeconfig=b"}, `for flag -out: missing value`},
+		{[]string{"--context", "--kubeconfig=b", "nodes"}, `for flag -context: missing value`},
 	} {
 		err := run(context.Background(), tc.args, &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
