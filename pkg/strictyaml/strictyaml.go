@@ -7,10 +7,12 @@
 package strictyaml
 
 import (
+	"bufio"
 	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -18,6 +20,7 @@ import (
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -26,6 +29,9 @@ import (
 // "path: Invalid value: ..." or "path: unknown field "key"". Errors it cannot
 // place (syntax, duplicate keys) are returned as the decoder gave them.
 func Unmarshal(data []byte, v any) error {
+	if err := oneDocument(data); err != nil {
+		return err
+	}
 	err := yaml.UnmarshalStrict(data, v)
 	if err == nil {
 		return nil
@@ -41,6 +47,32 @@ func Unmarshal(data []byte, v any) error {
 		return utilerrors.NewAggregate(errs)
 	}
 	return err
+}
+
+// oneDocument refuses a file of several YAML documents: the decoder
+// reads the first and drops the others without a word, so settings
+// after a "---" line would be silently ignored. Empty documents (a
+// leading "---", comments only) do not count.
+func oneDocument(data []byte) error {
+	if !bytes.HasPrefix(data, []byte("---")) && !bytes.Contains(data, []byte("\n---")) {
+		return nil
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	n := 0
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return nil // the decoder gives the syntax error
+		}
+		if j, err := yaml.YAMLToJSON(doc); err != nil || string(j) != "null" {
+			if n++; n > 1 {
+				return fmt.Errorf("more than one YAML document (a line of --- starts another): want one")
+			}
+		}
+	}
 }
 
 // parseTree reads data as untyped JSON values, numbers kept as written

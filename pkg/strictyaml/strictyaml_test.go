@@ -54,6 +54,16 @@ func TestUnmarshal(t *testing.T) {
 			in:   "items: [{memroy: 1Gi}]",
 			want: []string{`items[0]: unknown field "memroy" (known fields: byGPU, count, enabled, memory, tags, timeout)`},
 		},
+		"a second document is refused, not dropped": {
+			in:   "kind: K\n---\nitems: [{memory: 5x}]\n",
+			want: []string{"more than one YAML document"},
+		},
+		"a leading separator and an empty document are one": {
+			in: "---\nkind: K\n---\n# nothing here\n",
+		},
+		"a separator inside a block scalar is text": {
+			in: "extra: |\n  a\n  ---\n  b\n",
+		},
 		"unknown top-level field": {
 			in:   "itmes: []",
 			want: []string{`unknown field "itmes" (known fields: Nested, apiVersion, blob, extra, fixed, items, kind, named)`},

@@ -205,16 +205,20 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 	}
 	var errs field.ErrorList
 	if !wholeBytes(step) {
-		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), "must be a whole number of bytes"))
+		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), wholeBytesMessage))
 	}
 	if !wholeBytes(def) {
-		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), "must be a whole number of bytes"))
+		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), wholeBytesMessage))
 	}
 	if len(errs) == 0 && def.Value()%step.Value() != 0 {
 		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), fmt.Sprintf("must be a multiple of shared.memoryStep (%s): the API server refuses a request policy whose default is off its steps", step.String())))
 	}
 	return errs
 }
+
+// wholeBytesMessage says what wholeBytes wants; a larger quantity is
+// clamped as it is read, so the value shown may not be the one written.
+const wholeBytesMessage = "must be a whole number of bytes, less than 8Pi"
 
 // wholeBytes: a quantity of bytes without a fraction, within int64.
 func wholeBytes(q resource.Quantity) bool {

@@ -40,6 +40,9 @@ func TestLoad(t *testing.T) {
 		// the steps; the node would publish no device.
 		{"memory off the steps", "shared:\n  memoryStep: 3Gi\n", []string{`shared.defaultMemory: Invalid value: "8Gi": must be a multiple of shared.memoryStep (3Gi)`}, nil},
 		{"fractional bytes", "shared:\n  memoryStep: 1500m\n  defaultMemory: 1.5\n", []string{`shared.memoryStep: Invalid value: "1500m": must be a whole number of bytes`, `shared.defaultMemory: Invalid value: "1500m": must be a whole number of bytes`}, nil},
+		{"far too much memory", "shared:\n  defaultMemory: 8Ei\n", []string{"shared.defaultMemory: Invalid value", "less than 8Pi"}, nil},
+		// The decoder would read the first document and drop the rest.
+		{"two documents", "driverName: gpu.nvidia.com\n---\ndefaultMode: mig\n", []string{"c.yaml: more than one YAML document"}, nil},
 		{"memory on the steps", "shared:\n  memoryStep: 3Gi\n  defaultMemory: 6Gi\n", nil, func(c config.Config) bool { return c.Shared.DefaultMemory.String() == "6Gi" }},
 		{"driver name longer than the API allows", "driverName: gpu.a-very-long-subdomain-that-the-api-server-refuses.example.com\n",
 			[]string{"driverName: Too long: may not be more than 63 bytes"}, nil},
