@@ -247,6 +247,10 @@ func TestAllocateSemantics(t *testing.T) {
 		{name: "requests that fit alone but not together", slices: []*resourceapi.ResourceSlice{fourGPUs()},
 			claims:  []*resourceapi.ResourceClaim{claimOf("c", exact("a", gpuClass.Name, 3), exact("b", gpuClass.Name, 3))},
 			wantErr: ErrUnsatisfiable, errHas: []string{"request a: needs 3, 4 match, 4 free", "the 2 requests need 6 devices together, 4 free match any of them"}},
+		// Asking for more than a device has is no wait for it to be freed.
+		{name: "shared GPU: request larger than the device", slices: []*resourceapi.ResourceSlice{sharedNode("node-a", 2)},
+			claims:  []*resourceapi.ResourceClaim{sharedClaim("c", "1Ti")},
+			wantErr: ErrUnsatisfiable, errHas: []string{"needs 1, 2 match, 0 free (2 capacity below the request)"}},
 		{name: "negative counter", slices: negCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "1g.10gb")}, wantErr: ErrUnsatisfiable, errHas: []string{"shared counters exhausted"}},
 	}
 	for _, tc := range tests {

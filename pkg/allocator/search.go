@@ -748,7 +748,7 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 	msg := fmt.Sprintf("request %s: needs %s, %d match, %d free", q.name, need, match, free)
 	if len(busy) > 0 {
 		var causes []string
-		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "tainted"} {
+		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "capacity below the request", "tainted"} {
 			if n := busy[why]; n > 0 {
 				causes = append(causes, fmt.Sprintf("%d %s", n, why))
 			}
@@ -781,7 +781,8 @@ func (s *Session) failureMessage(parts []failurePart) string {
 }
 
 // busyFor says why q alone could not take device d now, or "" if it
-// could: in use, counters or capacity exhausted, tainted.
+// could: in use, counters or capacity exhausted, capacity below the
+// request, tainted.
 func (r *run) busyFor(q *req, d int) string {
 	dv := r.view.devices[d]
 	if !q.admin && r.ledgerExclusive(d) {
@@ -794,7 +795,13 @@ func (r *run) busyFor(q *req, d int) string {
 		}
 	}
 	if r.f.ConsumableCapacity {
-		if ok, err := r.capFitOf(q, d).fits(dv, r.s.state.AggregatedCapacity[dv.id], nil); err != nil || !ok {
+		fit := r.capFitOf(q, d)
+		if ok, err := fit.fits(dv, r.s.state.AggregatedCapacity[dv.id], nil); err != nil || !ok {
+			// A request the device could not take even unused is not
+			// waiting for anything to be freed.
+			if !fit.alone {
+				return "capacity below the request"
+			}
 			return "capacity exhausted"
 		}
 	}
