@@ -16,6 +16,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"--scenario=openb", "--until=0"}, "--until=0: want a percentage of the GPU capacity in (0, 130]"},
 		{[]string{"--scenario=openb", "--until=131"}, "--until=131"},
 		{[]string{"--scenario=openb", "--nodes=-1"}, "--nodes=-1"},
+		{[]string{"--scenario=openb-table", "--nodes=5000"}, "--nodes=5000: the trace has 1213 GPU nodes (0: all of them)"},
+		{[]string{"--scenario=openb", "--nodes=1214"}, "--nodes=1214: the trace has 1213 GPU nodes"},
 		{[]string{"--scenario=openb-table", "--schedulers=gputopo,kai"}, `--schedulers: "kai" is not a profile the table replays`},
 		{[]string{"--scenario=openb-table", "--schedulers="}, `--schedulers: "" is not a profile`},
 		{[]string{"--scenario=openb-table", "--schedulers=in"}, `--schedulers: "in" is not a profile`},

@@ -163,10 +163,29 @@ func parse(args []string) (flags, error) {
 			return f, fmt.Errorf("--trace: %w", err)
 		}
 	}
+	if err := checkNodeCount(f); err != nil {
+		return f, err
+	}
 	if most := 100 * openb.DefaultInflation; !(f.until > 0 && f.until <= most) { // NaN too
 		return f, fmt.Errorf("--until=%g: want a percentage of the GPU capacity in (0, %g]", f.until, most)
 	}
 	return f, nil
+}
+
+// checkNodeCount refuses a --nodes past the trace's fleet, which would
+// replay all of it (hours for the table) where a sample was meant.
+func checkNodeCount(f flags) error {
+	if f.nodes == 0 || (f.scenario != "openb" && f.scenario != "openb-table") {
+		return nil
+	}
+	all, err := openb.LoadNodes(openbTrace(f.openbDir))
+	if err != nil {
+		return fmt.Errorf("--nodes=%d: %w", f.nodes, err)
+	}
+	if f.nodes > len(all) {
+		return fmt.Errorf("--nodes=%d: the trace has %d GPU nodes (0: all of them)", f.nodes, len(all))
+	}
+	return nil
 }
 
 // flagScenarios lists the scenarios that read each scenario-specific flag;

@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string) error {
 	default:
 		rep, err = defaultScenario(ctx, f)
 	}
-	if err != nil && logPath != "" {
+	if err != nil && logPath != "" && !isEmpty(logPath) {
 		return fmt.Errorf("%w (the log: %s)", err, logPath)
 	}
 	if err != nil {
@@ -414,4 +414,11 @@ func fleetSummary(c fleet.Cluster) string {
 		parts = append(parts, fmt.Sprintf("%d x %s (%s)", g.Count, g.Shape, g.AgentMode()))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// isEmpty: the file holds nothing (a file error refused before the
+// control plane started logged nothing), or cannot be read.
+func isEmpty(path string) bool {
+	info, err := os.Stat(path)
+	return err != nil || info.Size() == 0
 }

@@ -157,7 +157,8 @@ func nodeCount(trace fs.FS, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// --nodes past the fleet replays the whole fleet (SampleNodes).
+	// n past the fleet would replay the whole fleet (SampleNodes); the
+	// flags refuse such a --nodes.
 	if sampled := len(openb.SampleNodes(all, n)); sampled < len(all) {
 		return fmt.Sprintf("%d of the %d", sampled, len(all)), nil
 	}

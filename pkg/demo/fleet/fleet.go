@@ -113,6 +113,10 @@ func ParseCluster(data []byte, source string) (Cluster, error) {
 		if _, err := mocknvml.ParseShape(string(g.Shape)); err != nil {
 			errs = append(errs, field.NotSupported(p.Child("shape"), g.Shape, shapeNames()))
 		}
+		// The rack is a node label's value.
+		for _, msg := range validation.IsValidLabelValue(g.Rack) {
+			errs = append(errs, field.Invalid(p.Child("rack"), g.Rack, msg))
+		}
 		if g.Rack != "" && g.Shape != mocknvml.GB200Tray {
 			errs = append(errs, field.Invalid(p.Child("rack"), g.Rack, "only "+string(mocknvml.GB200Tray)+" nodes are in a rack's NVLink clique"))
 		}

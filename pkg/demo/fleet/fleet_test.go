@@ -24,6 +24,7 @@ func TestParseClusterNamesTheField(t *testing.T) {
 		{"name too long with its copy and index", "- {name: " + strings.Repeat("a", 53) + ", count: 1000, shape: dgxh100}", "nodes[0].name: Too long: may not be more than 51 bytes"},
 		{"memory that is no quantity", "- {name: dgx, count: 1, shape: dgxh100, memory: 2 TB}", `nodes[0].memory: Invalid value: "2 TB": quantities must match`},
 		{"misspelt field", "- {name: dgx, count: 1, shape: dgxh100, cpus: 64}", `nodes[0]: unknown field "cpus"`},
+		{"rack that is no label value", "- {name: tray, count: 2, shape: gb200-tray, rack: NVL72 rack A}", `nodes[0].rack: Invalid value: "NVL72 rack A": a valid label must be`},
 		{"rack of a DGX", "- {name: dgx, count: 2, shape: dgxh100, rack: rack-a}", `nodes[0].rack: Invalid value: "rack-a": only gb200-tray`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -33,7 +34,7 @@ func TestParseClusterNamesTheField(t *testing.T) {
 			}
 		})
 	}
-	ok := "nodes:\n- {name: dgx, count: 4, shape: dgxh100, mode: whole, cpu: \"128\", memory: 1Ti}\n- {name: tray, count: 2, shape: gb200-tray, rack: NVL72 A}\n"
+	ok := "nodes:\n- {name: dgx, count: 4, shape: dgxh100, mode: whole, cpu: \"128\", memory: 1Ti}\n- {name: tray, count: 2, shape: gb200-tray, rack: nvl72-a}\n"
 	if _, err := ParseCluster([]byte(ok), "fleet.yaml"); err != nil {
 		t.Errorf("valid fleet: %v", err)
 	}
