@@ -422,6 +422,10 @@ func (p *Preparer) unprepare(ctx context.Context, c Claim) error {
 	}
 	delete(p.claims, c.UID)
 	if err := saveCheckpoint(p.path, p.boot, p.claims); err != nil {
+		// Still on disk: the kubelet's retry must find it and write its
+		// removal again, not report success with the claim (and its
+		// devices) back after a restart.
+		p.claims[c.UID] = c
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", claimRef(c))
@@ -463,10 +467,20 @@ func (p *Preparer) owns(uuid string, profile, start int) bool {
 	return false
 }
 
-// save records the claim's state in the checkpoint.
+// save records the claim's state in the checkpoint. Memory keeps what
+// the checkpoint holds: a write that fails leaves the claim as it was.
 func (p *Preparer) save(c Claim) error {
+	old, had := p.claims[c.UID]
 	p.claims[c.UID] = c
-	return saveCheckpoint(p.path, p.boot, p.claims)
+	if err := saveCheckpoint(p.path, p.boot, p.claims); err != nil {
+		if had {
+			p.claims[c.UID] = old
+		} else {
+			delete(p.claims, c.UID)
+		}
+		return err
+	}
+	return nil
 }
 
 func claimRef(c Claim) string {

@@ -1,7 +1,9 @@
 package prepare_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -213,5 +215,56 @@ func TestUnprepareRemovesTheSpecOfAClaimNotInTheCheckpoint(t *testing.T) {
 	}
 	if left := specs(); len(left) != 0 {
 		t.Errorf("CDI specs %v left after unprepare", left)
+	}
+}
+
+// A checkpoint write that fails leaves the claim recorded: the kubelet's
+// retry writes its removal again, rather than reporting success while
+// the file still holds the claim, which a restart would bring back with
+// its devices held for good.
+func TestUnprepareRetriesAFailedLastWrite(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-1").obj()); err != nil {
+		t.Fatal(err)
+	}
+	diskFull := errors.New("no space left on device")
+	failing := true
+	prepare.FailCheckpointWrites(t.Cleanup, func(data []byte) bool {
+		return failing && !bytes.Contains(data, []byte("uid-a"))
+	}, diskFull)
+	if err := n.p.Unprepare(ctx, "uid-a"); !errors.Is(err, diskFull) {
+		t.Fatalf("unprepare with the disk full: %v", err)
+	}
+	failing = false
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	n.restart(t)
+	if claims := n.p.Claims(); len(claims) != 0 {
+		t.Fatalf("after a restart the checkpoint holds %+v", claims)
+	}
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-1").obj()); err != nil {
+		t.Errorf("gpu-1 for another claim: %v", err)
+	}
+}
+
+// A failed write while preparing leaves nothing in memory that the file
+// lacks: the device is not held by a claim no restart would know.
+func TestPrepareWithAFailedWriteHoldsNothing(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	diskFull := errors.New("no space left on device")
+	failing := true
+	prepare.FailCheckpointWrites(t.Cleanup, func([]byte) bool { return failing }, diskFull)
+	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-1").obj()); !errors.Is(err, diskFull) {
+		t.Fatalf("prepare with the disk full: %v", err)
+	}
+	if claims := n.p.Claims(); len(claims) != 0 {
+		t.Fatalf("memory holds %+v that the checkpoint does not", claims)
+	}
+	failing = false
+	if _, err := n.p.Prepare(ctx, claim("b").device("gpu-1").obj()); err != nil {
+		t.Errorf("gpu-1 for another claim: %v", err)
 	}
 }
