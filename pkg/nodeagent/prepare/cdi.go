@@ -1,10 +1,13 @@
 package prepare
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -13,12 +16,15 @@ import (
 )
 
 // CDI: one spec per claim, vendor "k8s.<driver>", class "claim". Each of
-// the claim's results gets a CDI device named "<claim UID>-<device>": the
-// claim UID makes names unique so that runtimes caching specs never hit a
-// stale device (kubeletplugin.DRAPlugin's advice). A claim may hold
-// several shares of one GPU (upstream allocates a shareable device more
-// than once per claim); each further share is "<claim UID>-<device>.<n>",
-// and as device names are DNS labels the dot never collides.
+// the claim's results gets a CDI device named "<claim>-<device>", where
+// <claim> is the claim UID and a short hash of the claim's
+// resourceVersion when it was prepared: names are never reused for other
+// content, so that runtimes caching specs never hit a stale device
+// (kubeletplugin.DRAPlugin's advice), also when a claim is allocated
+// other devices and prepared again. A claim may hold several shares of
+// one GPU (upstream allocates a shareable device more than once per
+// claim); each further share is "<claim>-<device>.<n>", and as device
+// names are DNS labels the dot never collides.
 //
 // NVIDIA_VISIBLE_DEVICES tells NVIDIA's container toolkit which GPUs a
 // container gets. The runtime keeps one value of a variable, the last
@@ -28,7 +34,7 @@ import (
 //     kubelet gives each container only the devices of its own requests,
 //     and each container's requests are named for it. Every device also
 //     carries its container's visibility device,
-//     "<claim UID>-visible.container-<i>", which lists that container's
+//     "<claim>-visible.container-<i>", which lists that container's
 //     GPUs, so containers do not see each other's;
 //   - otherwise the spec lists all of the claim's GPUs, which every
 //     container that gets any device of the claim sees.
@@ -37,8 +43,18 @@ const cdiClass = "claim"
 
 func (p *Preparer) cdiVendor() string { return "k8s." + p.layout.Driver }
 
-func (p *Preparer) cdiName(claimUID, device string) string {
-	return fmt.Sprintf("%s/%s=%s-%s", p.cdiVendor(), cdiClass, claimUID, device)
+func (p *Preparer) cdiName(claim, device string) string {
+	return fmt.Sprintf("%s/%s=%s-%s", p.cdiVendor(), cdiClass, claim, device)
+}
+
+// cdiClaimName is <claim> above. An object without a resourceVersion
+// (not read from the API server) is named by its UID alone.
+func cdiClaimName(claim *resourceapi.ResourceClaim) string {
+	if claim.ResourceVersion == "" {
+		return string(claim.UID)
+	}
+	sum := sha256.Sum256([]byte(claim.ResourceVersion))
+	return string(claim.UID) + "-" + hex.EncodeToString(sum[:4])
 }
 
 func (p *Preparer) specName(claimUID string) string {
@@ -46,7 +62,9 @@ func (p *Preparer) specName(claimUID string) string {
 }
 
 // assignCDIDevices names each device's CDI devices (see above).
-func (p *Preparer) assignCDIDevices(c *Claim, extendedResource bool) {
+func (p *Preparer) assignCDIDevices(c *Claim, claim *resourceapi.ResourceClaim) {
+	extendedResource := claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"
+	base := cdiClaimName(claim)
 	perContainer := extendedResource
 	containers := make([]int, len(c.Devices))
 	for i, d := range c.Devices {
@@ -61,9 +79,9 @@ func (p *Preparer) assignCDIDevices(c *Claim, extendedResource bool) {
 			name = fmt.Sprintf("%s.%d", d.Device, n)
 		}
 		seen[d.Device]++
-		d.CDIDeviceIDs = []string{p.cdiName(c.UID, name)}
+		d.CDIDeviceIDs = []string{p.cdiName(base, name)}
 		if perContainer {
-			d.CDIDeviceIDs = append(d.CDIDeviceIDs, p.cdiName(c.UID, fmt.Sprintf("visible.container-%d", containers[i])))
+			d.CDIDeviceIDs = append(d.CDIDeviceIDs, p.cdiName(base, fmt.Sprintf("visible.container-%d", containers[i])))
 		}
 	}
 }

@@ -198,7 +198,7 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 	if err := p.checkShares(c); err != nil {
 		return c, err
 	}
-	p.assignCDIDevices(&c, claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true")
+	p.assignCDIDevices(&c, claim)
 	return c, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -662,15 +663,30 @@ func TestSharesBeyondTheGPUAreRefused(t *testing.T) {
 func TestPrepareAClaimAllocatedAnew(t *testing.T) {
 	n := newNode(t, config.MIG)
 	ctx := context.Background()
-	if _, err := n.p.Prepare(ctx, claim("a").device("gpu-0-mig-3g40gb-4").obj()); err != nil {
-		t.Fatal(err)
-	}
-	devs, err := n.p.Prepare(ctx, claim("a").device("gpu-1-mig-3g40gb-0").obj())
+	first := claim("a").device("gpu-0-mig-3g40gb-4").device("gpu-1-mig-3g40gb-4").obj()
+	first.ResourceVersion = "10"
+	before, err := n.p.Prepare(ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(devs) != 1 || devs[0].DeviceName != "gpu-1-mig-3g40gb-0" {
+	// Allocated anew (a new resourceVersion), keeping one device.
+	again := claim("a").device("gpu-1-mig-3g40gb-4").device("gpu-1-mig-3g40gb-0").obj()
+	again.ResourceVersion = "17"
+	devs, err := n.p.Prepare(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[1].DeviceName != "gpu-1-mig-3g40gb-0" {
 		t.Errorf("devices %+v, want the new allocation's", devs)
+	}
+	// A runtime that cached the old spec must not find the old names
+	// with other content (another GPU list): every name is new.
+	for _, d := range devs {
+		for _, old := range before {
+			if slices.ContainsFunc(d.CDIDeviceIDs, func(id string) bool { return slices.Contains(old.CDIDeviceIDs, id) }) {
+				t.Errorf("CDI device IDs %v of the new preparation reuse %v", d.CDIDeviceIDs, old.CDIDeviceIDs)
+			}
+		}
 	}
 	if n.gpuInstances(0) != 0 || n.instanceAt(t, 1, 0) == nil {
 		t.Errorf("instances: %d on GPU 0, want the old one gone and the new one on GPU 1", n.gpuInstances(0))
