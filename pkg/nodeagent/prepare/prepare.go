@@ -467,15 +467,17 @@ func (p *Preparer) owns(uuid string, profile, start int) bool {
 	return false
 }
 
-// save records the claim's state in the checkpoint. Memory keeps what
-// the checkpoint holds: a write that fails leaves the claim as it was.
+// save records the claim's state in the checkpoint. A claim whose first
+// write fails is forgotten: no restart would know it, so it must not
+// hold devices in memory either. A recorded claim keeps its new state in
+// memory when the write fails (its records share MIG instances with the
+// copy being changed, so the old state cannot be put back): every step
+// that calls save is redone by the retry.
 func (p *Preparer) save(c Claim) error {
-	old, had := p.claims[c.UID]
+	_, had := p.claims[c.UID]
 	p.claims[c.UID] = c
 	if err := saveCheckpoint(p.path, p.boot, p.claims); err != nil {
-		if had {
-			p.claims[c.UID] = old
-		} else {
+		if !had {
 			delete(p.claims, c.UID)
 		}
 		return err

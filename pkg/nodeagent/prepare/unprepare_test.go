@@ -268,3 +268,40 @@ func TestPrepareWithAFailedWriteHoldsNothing(t *testing.T) {
 		t.Errorf("gpu-1 for another claim: %v", err)
 	}
 }
+
+// Both instances of GPU 1 go (a reset) while the agent runs; b is made
+// again first and gets GPU instance ID 0, then a's prepare fails to write
+// the checkpoint. The retry must make a's own instance again, not hand a
+// the instance that now has the ID a once recorded (b's).
+func TestAFailedWriteAfterInstancesWentKeepsClaimsApart(t *testing.T) {
+	n := newNode(t, config.MIG)
+	ctx := context.Background()
+	a, b := claim("a").device("gpu-1-mig-3g40gb-4").obj(), claim("b").device("gpu-1-mig-3g40gb-0").obj()
+	if _, err := n.p.Prepare(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.p.Prepare(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	destroy(t, n.instanceAt(t, 1, 4))
+	destroy(t, n.instanceAt(t, 1, 0))
+	bDevs, err := n.p.Prepare(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskFull := errors.New("no space left on device")
+	failing := true
+	prepare.FailCheckpointWrites(t.Cleanup, func([]byte) bool { return failing }, diskFull)
+	if _, err := n.p.Prepare(ctx, a); !errors.Is(err, diskFull) {
+		t.Fatalf("prepare a with the disk full: %v", err)
+	}
+	failing = false
+	aDevs, err := n.p.Prepare(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aEnv, bEnv := n.specEnv(t, aDevs[0].CDIDeviceIDs[0]), n.specEnv(t, bDevs[0].CDIDeviceIDs[0])
+	if aEnv == bEnv || n.gpuInstances(1) != 2 {
+		t.Errorf("a sees %q, b sees %q, GPU 1 has %d instances: want two instances, one each", aEnv, bEnv, n.gpuInstances(1))
+	}
+}
