@@ -29,12 +29,15 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"report", "--node=x"}, "report: flag provided but not defined: -node"},
 		{[]string{"nodes", "--request-timeout=soon"}, `invalid value "soon" for flag -request-timeout`},
 		// A flag without its value does not take the next flag as it.
-		{[]string{"nodes", "--node", "--kubeconfig=b"}, `invalid value "--kubeconfig=b" for flag -node: missing value`},
-		{[]string{"nodes", "--as", "--context=prod"}, `for flag -as: missing value`},
-		{[]string{"nodes", "--as=u", "--as-group", "--context=prod"}, `for flag -as-group: missing value`},
-		{[]string{"why", "-n", "--context=prod", "p"}, `for flag -n: missing value`},
-		{[]string{"report", "--out", "--kubeconfig=b"}, `for flag -out: missing value`},
-		{[]string{"--context", "--kubeconfig=b", "nodes"}, `for flag -context: missing value`},
+		{[]string{"nodes", "--node", "--kubeconfig=b"}, `flag --node: missing value ("--kubeconfig=b" is a flag`},
+		{[]string{"nodes", "--as", "--context=prod"}, `flag --as: missing value`},
+		{[]string{"nodes", "--as=u", "--as-group", "--context=prod"}, `flag --as-group: missing value`},
+		{[]string{"why", "-n", "--context=prod", "p"}, `flag -n: missing value`},
+		{[]string{"report", "--out", "--kubeconfig=b"}, `flag --out: missing value`},
+		{[]string{"--context", "--kubeconfig=b", "nodes"}, `flag --context: missing value`},
+		// Written with "=", a value may start with "-": only the cluster
+		// it names is then unreachable.
+		{[]string{"nodes", "--context=-dev", "--kubeconfig=/nonexistent/kc"}, `kubeconfig`},
 	} {
 		err := run(context.Background(), tc.args, &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -75,15 +75,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var node, namespace, outFile *string
 	switch cmd {
 	case "nodes":
-		node = new(string)
-		fs.Var(value(node), "node", "only this node")
+		node = fs.String("node", "", "only this node")
 	case "why":
-		namespace = new(string)
-		fs.Var(value(namespace), "n", "the pod's namespace (default: the context's)")
-		fs.Var(value(namespace), "namespace", "the pod's namespace (as -n)")
+		namespace = fs.String("n", "", "the pod's namespace (default: the context's)")
+		fs.StringVar(namespace, "namespace", "", "the pod's namespace (as -n)")
 	case "report":
-		outFile = new(string)
-		fs.Var(value(outFile), "out", "write the HTML page to this file (default: stdout)")
+		outFile = fs.String("out", "", "write the HTML page to this file (default: stdout)")
 	}
 	positional, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -126,12 +123,12 @@ type clusterFlags struct {
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
-	fs.Var(value(&c.kubeconfig), "kubeconfig", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.Var(value(&c.overrides.CurrentContext), "context", "kubeconfig context (default: the current one)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&c.overrides.CurrentContext, "context", "", "kubeconfig context (default: the current one)")
 	fs.Var(&c.timeout, "request-timeout", "how long one API request may take (30s, 1m; a plain number is seconds, as kubectl's)")
-	fs.Var(value(&c.overrides.AuthInfo.Impersonate), "as", "user to impersonate")
+	fs.StringVar(&c.overrides.AuthInfo.Impersonate, "as", "", "user to impersonate")
 	fs.Var((*repeated)(&c.overrides.AuthInfo.ImpersonateGroups), "as-group", "group to impersonate (repeatable; needs --as)")
-	fs.Var(value(&c.overrides.AuthInfo.ImpersonateUID), "as-uid", "UID to impersonate (needs --as)")
+	fs.StringVar(&c.overrides.AuthInfo.ImpersonateUID, "as-uid", "", "UID to impersonate (needs --as)")
 }
 
 // connect makes the client the flags describe, with the kubeconfig (for
@@ -173,45 +170,12 @@ func splitCommand(args []string) (string, []string) {
 	return "", args
 }
 
-// stringValue is a string flag whose value may not look like a flag:
-// "--node --context=prod" is a missing value, not a node named
-// "--context=prod" (with the context then quietly the default one). No
-// name, namespace, user or file name the commands take starts with "-".
-type stringValue struct{ p *string }
-
-func value(p *string) stringValue { return stringValue{p} }
-
-func (v stringValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return *v.p
-}
-
-func (v stringValue) Set(s string) error {
-	if err := notAFlag(s); err != nil {
-		return err
-	}
-	*v.p = s
-	return nil
-}
-
-func notAFlag(s string) error {
-	if strings.HasPrefix(s, "-") {
-		return fmt.Errorf("missing value (%q is a flag)", s)
-	}
-	return nil
-}
-
 // repeated is a flag that may be given several times, each adding a value.
 type repeated []string
 
 func (r *repeated) String() string { return strings.Join(*r, ",") }
 
 func (r *repeated) Set(v string) error {
-	if err := notAFlag(v); err != nil {
-		return err
-	}
 	*r = append(*r, v)
 	return nil
 }
@@ -239,6 +203,9 @@ func (t *requestTimeout) Set(v string) error {
 // arguments (kubectl's convention: "why POD -n NS" and "why -n NS POD"
 // alike) and returns the positional ones.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := valuesPresent(fs, args); err != nil {
+		return nil, err
+	}
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -251,6 +218,28 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
+}
+
+// valuesPresent refuses a flag written without its value: "--node
+// --context=prod" would otherwise look for a node named
+// "--context=prod", with the context quietly the default one. Every flag
+// takes a value; one given as --flag=value may start with "-".
+func valuesPresent(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		name := strings.TrimLeft(a, "-")
+		if !strings.HasPrefix(a, "-") || a == "-" || strings.Contains(name, "=") || fs.Lookup(name) == nil {
+			continue
+		}
+		if i+1 < len(args) && strings.HasPrefix(args[i+1], "-") && args[i+1] != "-" {
+			return fmt.Errorf("flag %s: missing value (%q is a flag; write %s=VALUE for a value that starts with -)", a, args[i+1], a)
+		}
+		i++ // its value
+	}
+	return nil
 }
 
 // checkArgs: why takes one pod, the others nothing; a stray word is an

@@ -251,6 +251,13 @@ func TestAllocateSemantics(t *testing.T) {
 		{name: "shared GPU: request larger than the device", slices: []*resourceapi.ResourceSlice{sharedNode("node-a", 2)},
 			claims:  []*resourceapi.ResourceClaim{sharedClaim("c", "1Ti")},
 			wantErr: ErrUnsatisfiable, errHas: []string{"needs 1, 2 match, 0 free (2 capacity below the request)"}},
+		{name: "shared GPU: a capacity the device does not have", slices: []*resourceapi.ResourceSlice{sharedNode("node-a", 2)},
+			claims: []*resourceapi.ResourceClaim{func() *resourceapi.ResourceClaim {
+				c := sharedClaim("c", "1Gi")
+				c.Spec.Devices.Requests[0].Exactly.Capacity.Requests["bandwidth"] = resource.MustParse("1")
+				return c
+			}()},
+			wantErr: ErrUnsatisfiable, errHas: []string{"needs 1, 2 match, 0 free (2 capacity not offered as requested)"}},
 		{name: "negative counter", slices: negCounters, claims: []*resourceapi.ResourceClaim{migClaim("c", "1g.10gb")}, wantErr: ErrUnsatisfiable, errHas: []string{"shared counters exhausted"}},
 	}
 	for _, tc := range tests {

@@ -748,7 +748,7 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 	msg := fmt.Sprintf("request %s: needs %s, %d match, %d free", q.name, need, match, free)
 	if len(busy) > 0 {
 		var causes []string
-		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "capacity below the request", "tainted"} {
+		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "capacity below the request", "capacity not offered as requested", "tainted"} {
 			if n := busy[why]; n > 0 {
 				causes = append(causes, fmt.Sprintf("%d %s", n, why))
 			}
@@ -782,7 +782,7 @@ func (s *Session) failureMessage(parts []failurePart) string {
 
 // busyFor says why q alone could not take device d now, or "" if it
 // could: in use, counters or capacity exhausted, capacity below the
-// request, tainted.
+// request or not offered as requested, tainted.
 func (r *run) busyFor(q *req, d int) string {
 	dv := r.view.devices[d]
 	if !q.admin && r.ledgerExclusive(d) {
@@ -799,7 +799,10 @@ func (r *run) busyFor(q *req, d int) string {
 		if ok, err := fit.fits(dv, r.s.state.AggregatedCapacity[dv.id], nil); err != nil || !ok {
 			// A request the device could not take even unused is not
 			// waiting for anything to be freed.
-			if !fit.alone {
+			switch {
+			case !fit.possible:
+				return "capacity not offered as requested"
+			case !fit.alone:
 				return "capacity below the request"
 			}
 			return "capacity exhausted"

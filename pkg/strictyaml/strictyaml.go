@@ -7,20 +7,18 @@
 package strictyaml
 
 import (
-	"bufio"
 	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -51,28 +49,24 @@ func Unmarshal(data []byte, v any) error {
 
 // oneDocument refuses a file of several YAML documents: the decoder
 // reads the first and drops the others without a word, so settings
-// after a "---" line would be silently ignored. Empty documents (a
-// leading "---", comments only) do not count.
+// after a "---" line would be silently ignored (or, after an empty first
+// document, all of them). Empty documents after the first (a trailing
+// "---", comments only) are harmless.
 func oneDocument(data []byte) error {
-	if !bytes.HasPrefix(data, []byte("---")) && !bytes.Contains(data, []byte("\n---")) {
-		return nil
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	n := 0
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			return nil
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var doc yamlv3.Node
+		if err := dec.Decode(&doc); err != nil {
+			return nil // the end, or a syntax error the decoder reports
 		}
-		if err != nil {
-			return nil // the decoder gives the syntax error
-		}
-		if j, err := yaml.YAMLToJSON(doc); err != nil || string(j) != "null" {
-			if n++; n > 1 {
-				return fmt.Errorf("more than one YAML document (a line of --- starts another): want one")
-			}
+		if i > 0 && !isEmptyDocument(&doc) {
+			return fmt.Errorf("more than one YAML document (a line of --- starts another): want one")
 		}
 	}
+}
+
+func isEmptyDocument(doc *yamlv3.Node) bool {
+	return len(doc.Content) == 0 || doc.Content[0].Kind == yamlv3.ScalarNode && doc.Content[0].Tag == "!!null"
 }
 
 // parseTree reads data as untyped JSON values, numbers kept as written

@@ -61,6 +61,18 @@ func TestUnmarshal(t *testing.T) {
 		"a leading separator and an empty document are one": {
 			in: "---\nkind: K\n---\n# nothing here\n",
 		},
+		"a document after an empty first one is refused, not dropped": {
+			in:   "---\n# empty\n---\nkind: K\nitems: [{memory: 5x}]\n",
+			want: []string{"more than one YAML document"},
+		},
+		"a second document on the separator's line": {
+			in:   "kind: K\n--- {items: []}\n",
+			want: []string{"more than one YAML document"},
+		},
+		"Windows line endings": {
+			in:   "kind: K\r\n---\r\nitems: []\r\n",
+			want: []string{"more than one YAML document"},
+		},
 		"a separator inside a block scalar is text": {
 			in: "extra: |\n  a\n  ---\n  b\n",
 		},

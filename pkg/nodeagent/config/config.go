@@ -6,7 +6,6 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -218,12 +217,12 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 
 // wholeBytesMessage says what wholeBytes wants; a larger quantity is
 // clamped as it is read, so the value shown may not be the one written.
-const wholeBytesMessage = "must be a whole number of bytes, less than 8Pi"
+const wholeBytesMessage = "must be a whole number of bytes, at most 8Pi"
 
 // wholeBytes: a quantity of bytes without a fraction, within int64.
 func wholeBytes(q resource.Quantity) bool {
 	v := q.Value()
-	return v > 0 && v < math.MaxInt64/1000 && q.MilliValue() == v*1000
+	return v > 0 && v <= 8<<50 && q.MilliValue() == v*1000
 }
 
 func (h HealthPolicy) validate(p *field.Path) field.ErrorList {

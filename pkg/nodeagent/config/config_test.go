@@ -40,7 +40,8 @@ func TestLoad(t *testing.T) {
 		// the steps; the node would publish no device.
 		{"memory off the steps", "shared:\n  memoryStep: 3Gi\n", []string{`shared.defaultMemory: Invalid value: "8Gi": must be a multiple of shared.memoryStep (3Gi)`}, nil},
 		{"fractional bytes", "shared:\n  memoryStep: 1500m\n  defaultMemory: 1.5\n", []string{`shared.memoryStep: Invalid value: "1500m": must be a whole number of bytes`, `shared.defaultMemory: Invalid value: "1500m": must be a whole number of bytes`}, nil},
-		{"far too much memory", "shared:\n  defaultMemory: 8Ei\n", []string{"shared.defaultMemory: Invalid value", "less than 8Pi"}, nil},
+		{"far too much memory", "shared:\n  defaultMemory: 8Ei\n", []string{"shared.defaultMemory: Invalid value", "at most 8Pi"}, nil},
+		{"as much memory as allowed", "shared:\n  memoryStep: 8Pi\n  defaultMemory: 8Pi\n", nil, func(c config.Config) bool { return c.Shared.DefaultMemory.String() == "8Pi" }},
 		// The decoder would read the first document and drop the rest.
 		{"two documents", "driverName: gpu.nvidia.com\n---\ndefaultMode: mig\n", []string{"c.yaml: more than one YAML document"}, nil},
 		{"memory on the steps", "shared:\n  memoryStep: 3Gi\n  defaultMemory: 6Gi\n", nil, func(c config.Config) bool { return c.Shared.DefaultMemory.String() == "6Gi" }},

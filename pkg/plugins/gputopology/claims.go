@@ -11,6 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/ptr"
 )
@@ -161,7 +162,11 @@ func (pl *GPUTopology) isSchedulableAfterAssignedPodDelete(logger klog.Logger, p
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T", oldObj)
 	}
-	if !pl.heldInFlight(gone) {
+	// A pod that ran to completion gave its devices back through its
+	// claims (the resourceclaim controller frees them before the pod is
+	// deleted): claim events announced it. A pod whose binding failed
+	// never ran.
+	if podutil.IsPodPhaseTerminal(gone.Status.Phase) || !pl.heldInFlight(gone) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(6).Info("Devices held in flight released", "pod", klog.KObj(pod), "releasedBy", klog.KObj(gone))
@@ -183,7 +188,7 @@ func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
 			names = append(names, name)
 		}
 	}
-	if classOf, _ := pl.draExtendedResources(pod); len(classOf) > 0 {
+	if pl.usesDRAExtendedResources(pod) {
 		st := pod.Status.ExtendedResourceClaimStatus
 		if st == nil {
 			// Its claim is created in PreBind: a failure before that held
@@ -199,6 +204,16 @@ func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// usesDRAExtendedResources: a DeviceClass maps one of the extended
+// resources the pod asks for.
+func (pl *GPUTopology) usesDRAExtendedResources(pod *v1.Pod) bool {
+	if !requestsExtendedResources(pod) {
+		return false
+	}
+	classOf, _ := pl.draExtendedResources(pod)
+	return len(classOf) > 0
 }
 
 // requestsExtendedResources: a container of the pod asks for a resource
