@@ -85,12 +85,12 @@ func (pl *GPUTopology) waitUntilAssumed(ctx context.Context, claim *resourceapi.
 
 // unreserveExtended drops the extended-resource claim's in-flight
 // allocation and deletes the claim if PreBind created it.
-func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *stateData) {
+func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *stateData, signalled bool) {
 	if s.ext == nil {
 		return
 	}
 	claims := pl.draManager.ResourceClaims()
-	if claims.MaybeRemoveClaimPendingAllocation(s.ext.claim.UID, false) {
+	if signalled && claims.MaybeRemoveClaimPendingAllocation(s.ext.claim.UID, false) {
 		claims.AssumedClaimRestore(s.ext.claim.Namespace, s.ext.claim.Name)
 	}
 	s.mu.Lock()

@@ -782,6 +782,47 @@ func TestEventsToRegister(t *testing.T) {
 	}
 }
 
+// Pods a and b of a group share claim c, in flight for a. When another
+// plugin's Reserve fails for b, the framework unreserves b in every
+// plugin, this one too, though its Reserve never ran for b: a's
+// allocation must stay in flight, or its devices look free to others.
+func TestUnreserveReleasesOnlyWhatThePodReserved(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj()},
+	})
+	uid := env.storedClaim("c").UID
+	group := framework.NewCycleState()
+	a, b := podWithClaims("a", "c"), podWithClaims("b", "c")
+	cycles := map[*v1.Pod]*framework.CycleState{}
+	for _, pod := range []*v1.Pod{a, b} {
+		cs := framework.NewCycleState()
+		cs.SetPodGroupSchedulingCycle(group)
+		cycles[pod] = cs
+		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+			t.Fatalf("PreFilter %s: %v", pod.Name, status)
+		}
+		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+			t.Fatalf("Filter %s: %v", pod.Name, status)
+		}
+		if pod == a {
+			if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+				t.Fatalf("Reserve a: %v", status)
+			}
+		}
+	}
+	env.pl.Unreserve(env.tCtx, cycles[b], b, "node-a")
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(uid) == nil {
+		t.Fatal("unreserving b, never reserved, dropped a's allocation in flight")
+	}
+	env.pl.Unreserve(env.tCtx, cycles[a], a, "node-a")
+	if env.pl.draManager.ResourceClaims().GetPendingAllocation(uid) != nil {
+		t.Error("a's allocation still in flight after a was unreserved")
+	}
+}
+
 // A pod-group cycle reserves each pod once per placement it tries and
 // reverts every trial: the learner counts the pod once, when its group
 // is placed and the pod binds, and not at all if the group is refused.

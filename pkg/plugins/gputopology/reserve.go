@@ -60,6 +60,7 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		if err := pl.draManager.ResourceClaims().SignalClaimPendingAllocation(claim.UID, claim); err != nil {
 			return fwk.AsStatus(fmt.Errorf("reserve resourceclaim %s: %w", klog.KObj(claim), err))
 		}
+		s.signalled = append(s.signalled, claim.UID)
 		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "node", nodeName, "allocation", klog.Format(claim.Status.Allocation))
 	}
 	// Later pods of a pod-group cycle may share these allocations.
@@ -93,6 +94,7 @@ func (pl *GPUTopology) reserveShared(ctx context.Context, pod *v1.Pod, s *stateD
 		if err := pl.draManager.ResourceClaims().SignalClaimPendingAllocation(claim.UID, claim); err != nil {
 			return fmt.Errorf("share in-flight allocation of resourceclaim %s: %w", klog.KObj(claim), err)
 		}
+		s.signalled = append(s.signalled, claim.UID)
 		klog.FromContext(ctx).V(5).Info("Shared in-flight allocation of the pod's group", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	}
 	return nil
@@ -107,8 +109,10 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 	s.learnInPreBind = false // an undone trial is not learned
 	logger := klog.FromContext(ctx)
 	g, _ := groupOf(cs, false)
+	signalled := s.signalled
+	s.signalled = nil
 	for _, claim := range s.claims {
-		if pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, false) {
+		if slices.Contains(signalled, claim.UID) && pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(claim.UID, false) {
 			pl.draManager.ResourceClaims().AssumedClaimRestore(claim.Namespace, claim.Name)
 			if g != nil {
 				delete(g.pending, claim.UID)
@@ -122,5 +126,14 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 			}
 		}
 	}
-	pl.unreserveExtended(ctx, pod, s)
+	pl.unreserveExtended(ctx, pod, s, slices.Contains(signalled, extendedClaimUID(s)))
+}
+
+// extendedClaimUID is the UID of the pod's extended-resource claim, ""
+// when it has none.
+func extendedClaimUID(s *stateData) types.UID {
+	if s.ext == nil || s.ext.claim == nil {
+		return ""
+	}
+	return s.ext.claim.UID
 }

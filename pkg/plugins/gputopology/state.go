@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -49,6 +50,12 @@ type stateData struct {
 	// measureOnly: the pod asks for no devices; the session only
 	// measures fragmentation and never refuses a node.
 	measureOnly bool
+	// signalled: the claims whose in-flight allocation (or share of one)
+	// this pod's Reserve recorded; Unreserve releases those only. The
+	// framework unreserves a pod in every plugin when any Reserve fails,
+	// also where this one never ran, and the claims of a pod-group
+	// cycle are in flight for other pods too.
+	signalled []types.UID
 	// learnInPreBind: Reserve ran in a pod-group cycle, which tries the
 	// group in several placements and reverts each, so the learner
 	// counts the pod once, in PreBind, once the group is placed.
