@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	corev1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -86,7 +87,10 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 		}
 		d.nodes = append(d.nodes, n)
 		if g == nil {
-			d.unknownGPUs = true
+			// A node with no extended resource (a CPU node, a system
+			// node) has no GPUs to count; one with some may have them
+			// through a device plugin.
+			d.unknownGPUs = d.unknownGPUs || hasExtendedResources(node)
 			continue
 		}
 		d.gpus += g.GPUs
@@ -100,6 +104,17 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 	}
 	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })
 	return out
+}
+
+// hasExtendedResources: the node advertises an extended resource (a
+// device plugin's, such as nvidia.com/gpu).
+func hasExtendedResources(node *v1.Node) bool {
+	for name, q := range node.Status.Allocatable {
+		if corev1helper.IsExtendedResourceName(name) && !q.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // tolerated: some of the pods tolerates the node's NoSchedule and

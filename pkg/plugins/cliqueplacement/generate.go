@@ -275,7 +275,8 @@ func candidates(domains []*domain, key string, need demand, pinned, selected, cl
 // fills a broken clique before it breaks a whole one), those whose room
 // is unknown last, and keeps maxPlacements of them; with two or more,
 // the emptiest candidate is always among them, in case the estimate of
-// the group's need was too low for the others.
+// the group's need was too low for the others. A domain whose room is
+// unknown counts by the free GPUs it is known to have, a lower bound.
 func (pl *CliquePlacement) bestFit(cands []*domain) []*domain {
 	ordered := slices.Clone(cands)
 	slices.SortStableFunc(ordered, func(a, b *domain) int {
@@ -294,7 +295,7 @@ func (pl *CliquePlacement) bestFit(cands []*domain) []*domain {
 	out := slices.Clone(ordered[:limit-1])
 	emptiest := ordered[limit-1]
 	for _, d := range ordered[limit-1:] {
-		if !d.unknownGPUs && d.free > emptiest.free {
+		if d.free > emptiest.free {
 			emptiest = d
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -96,15 +97,22 @@ func TestMorePodsPlacedWins(t *testing.T) {
 	}
 }
 
+// devicePlugin gives the node the GPUs a device plugin advertises.
+func devicePlugin(n fwk.NodeInfo) fwk.NodeInfo {
+	n.Node().Status.Allocatable = v1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+	return n
+}
+
 func TestGroupDomains(t *testing.T) {
 	key := contract.LabelClique
 	nodes := []fwk.NodeInfo{
 		nodeInfo("t0", map[string]string{"fleet": "a"}),
-		nodeInfo("t1", map[string]string{"fleet": "a", key: "label.9"}), // attribute wins
-		nodeInfo("t2", map[string]string{"fleet": "a", key: "c.2"}),     // label only (device plugin)
-		nodeInfo("t3", map[string]string{"fleet": "a"}),                 // trays disagree
-		nodeInfo("t4", map[string]string{"fleet": "b"}),                 // pods cannot use it
-		cordoned(nodeInfo("t5", map[string]string{"fleet": "a"})),       // its free GPUs take no pod
+		nodeInfo("t1", map[string]string{"fleet": "a", key: "label.9"}),           // attribute wins
+		devicePlugin(nodeInfo("t2", map[string]string{"fleet": "a", key: "c.2"})), // label only (device plugin)
+		nodeInfo("t6", map[string]string{"fleet": "a", key: "c.3"}),               // no slices, no GPUs: a CPU node
+		nodeInfo("t3", map[string]string{"fleet": "a"}),                           // trays disagree
+		nodeInfo("t4", map[string]string{"fleet": "b"}),                           // pods cannot use it
+		cordoned(nodeInfo("t5", map[string]string{"fleet": "a"})),                 // its free GPUs take no pod
 	}
 	gpus := map[string]*topology.NodeGPUs{
 		"t0": {GPUs: 4, Free: 4, Clique: "c.1"},
@@ -131,6 +139,7 @@ func TestGroupDomains(t *testing.T) {
 	want := []summary{
 		{Name: "c.1", Nodes: []string{"t0", "t1", "t5"}, GPUs: 12, Free: 5},
 		{Name: "c.2", Nodes: []string{"t2"}, UnknownGPUs: true},
+		{Name: "c.3", Nodes: []string{"t6"}},
 	}
 	if diff := cmp.Diff(want, sums); diff != "" {
 		t.Errorf("groupDomains (-want +got):\n%s", diff)
@@ -245,6 +254,25 @@ func TestCandidatesAndBestFit(t *testing.T) {
 				t.Errorf("proposed (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Every zone holds a node whose GPUs DRA does not show, so every room
+// is unknown: the zone known to have the most free GPUs is still
+// proposed, not only the tightest four.
+func TestBestFitWithEveryRoomUnknown(t *testing.T) {
+	var doms []*domain
+	for _, z := range []string{"a", "b", "c", "d", "e"} {
+		doms = append(doms, &domain{name: z, gpus: 8, free: 8, unknownGPUs: true})
+	}
+	doms = append(doms, &domain{name: "f", gpus: 64, free: 64, unknownGPUs: true})
+	cands, status := candidates(doms, "topology.kubernetes.io/zone", demand{gpus: 16}, "", "", "")
+	if !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	pl := &CliquePlacement{args: &config.GPUCliquePlacementArgs{MaxPlacements: 4}}
+	if got := names(pl.bestFit(cands)); !strings.Contains(got, "f(64 free)") {
+		t.Errorf("proposed %s, want f among them", got)
 	}
 }
 
