@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 )
@@ -27,16 +28,18 @@ type NodeGPUs struct {
 type DeviceTaken func(driver, pool, device string) bool
 
 // WholeGPUsByNode counts, per node, the whole GPUs (type gpu) its
-// ResourceSlices publish and how many are free: neither taken themselves
-// nor through a taken MIG partition of the same physical GPU. Only the
-// newest generation of each pool counts, as for the allocator; devices
-// without a node (network-attached) are not a node's.
+// ResourceSlices publish for a claim to take alone, and how many are
+// free: neither taken themselves nor through a taken MIG partition of
+// the same physical GPU. Shared GPUs (allowMultipleAllocations) are left
+// out: the whole-GPU classes select none of them. Only the newest
+// generation of each pool counts, as for the allocator; devices without
+// a node (network-attached) are not a node's.
 func WholeGPUsByNode(slices []*resourceapi.ResourceSlice, taken DeviceTaken) map[string]*NodeGPUs {
 	x := IndexGPUs(slices)
-	return x.Count(func(i int) bool {
+	return x.count(func(i int) bool {
 		d := x.Devices[i]
 		return taken(d.Driver, d.Pool, d.Device)
-	})
+	}, true)
 }
 
 // GPUIndex is what WholeGPUsByNode reads of the slices, read once so
@@ -56,9 +59,10 @@ type DeviceRef struct{ Driver, Pool, Device string }
 
 // indexedGPU is a whole GPU of a node: its index in Devices and clique.
 type indexedGPU struct {
-	node   string
-	device int
-	clique string
+	node      string
+	device    int
+	clique    string
+	shareable bool // allowMultipleAllocations: a shared GPU
 }
 
 // IndexGPUs reads the slices for Count.
@@ -73,16 +77,21 @@ func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 			g := Describe(s.Spec.Driver, node, d.Attributes)
 			x.physical = append(x.physical, PhysicalKey(s.Spec.Driver, node, g.Physical))
 			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); node != "" && ok && typ.StringValue != nil && *typ.StringValue == contract.TypeGPU {
-				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique})
+				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique, shareable: ptr.Deref(d.AllowMultipleAllocations, false)})
 			}
 		}
 	}
 	return x
 }
 
-// Count is WholeGPUsByNode on the indexed slices; taken reports whether
-// Devices[i] is allocated.
+// Count is WholeGPUsByNode on the indexed slices with shared GPUs
+// counted too; taken reports whether Devices[i] is allocated.
 func (x *GPUIndex) Count(taken func(i int) bool) map[string]*NodeGPUs {
+	return x.count(taken, false)
+}
+
+// count counts the indexed GPUs, shared ones too unless exclusiveOnly.
+func (x *GPUIndex) count(taken func(i int) bool, exclusiveOnly bool) map[string]*NodeGPUs {
 	isTaken := make([]bool, len(x.Devices))
 	takenPhysical := map[string]bool{}
 	for i := range x.Devices {
@@ -93,6 +102,9 @@ func (x *GPUIndex) Count(taken func(i int) bool) map[string]*NodeGPUs {
 	}
 	out := map[string]*NodeGPUs{}
 	for _, w := range x.whole {
+		if exclusiveOnly && w.shareable {
+			continue
+		}
 		n := out[w.node]
 		if n == nil {
 			n = &NodeGPUs{}

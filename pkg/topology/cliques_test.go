@@ -59,6 +59,14 @@ func TestWholeGPUsByNode(t *testing.T) {
 		// A tray whose fabric holds only some of its GPUs is in no clique,
 		// as the node agent sees it: a pod there could get a GPU outside.
 		tray("t5", 1, map[string][]any{"gpu-0": gpuAttrs("z0", "c.5"), "gpu-1": gpuAttrs("z1", "")}),
+		// Shared GPUs: no whole-GPU claim takes them.
+		func() *resourceapi.ResourceSlice {
+			s := tray("t6", 1, map[string][]any{"gpu-0": gpuAttrs("s0", "c.6"), "gpu-1": gpuAttrs("s1", "c.6")})
+			for i := range s.Spec.Devices {
+				s.Spec.Devices[i].AllowMultipleAllocations = ptr.To(true)
+			}
+			return s
+		}(),
 	}
 	taken := func(driver, pool, device string) bool {
 		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
