@@ -102,28 +102,31 @@ func (x *GPUIndex) count(taken func(i int) bool, exclusiveOnly bool) map[string]
 	}
 	out := map[string]*NodeGPUs{}
 	for _, w := range x.whole {
-		if exclusiveOnly && w.shareable {
-			continue
-		}
 		n := out[w.node]
-		if n == nil {
+		first := n == nil
+		if first {
 			n = &NodeGPUs{}
 			out[w.node] = n
+		}
+		// A shared GPU left out of the counts still says which clique
+		// its node is in (a node of shared GPUs only is in one too).
+		n.addClique(w.clique, first)
+		if exclusiveOnly && w.shareable {
+			continue
 		}
 		n.GPUs++
 		if p := x.physical[w.device]; !isTaken[w.device] && (p == "" || !takenPhysical[p]) {
 			n.Free++
 		}
-		n.addClique(w.clique)
 	}
 	return out
 }
 
-// addClique counts the clique of one more of the node's GPUs, which n.GPUs
-// already counts ("" for a GPU in none).
-func (n *NodeGPUs) addClique(id string) {
+// addClique records the clique of one more of the node's GPUs ("" for a
+// GPU in none), the node's first when first.
+func (n *NodeGPUs) addClique(id string, first bool) {
 	switch {
-	case n.GPUs == 1:
+	case first:
 		n.Clique = id
 	case len(n.Conflict) > 0:
 		if !slices.Contains(n.Conflict, id) {

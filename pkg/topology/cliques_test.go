@@ -67,6 +67,15 @@ func TestWholeGPUsByNode(t *testing.T) {
 			}
 			return s
 		}(),
+		func() *resourceapi.ResourceSlice {
+			s := tray("t7", 1, map[string][]any{"gpu-0": gpuAttrs("m0", "c.7"), "gpu-1": gpuAttrs("m1", "")})
+			for i := range s.Spec.Devices {
+				if s.Spec.Devices[i].Name == "gpu-1" {
+					s.Spec.Devices[i].AllowMultipleAllocations = ptr.To(true)
+				}
+			}
+			return s
+		}(),
 	}
 	taken := func(driver, pool, device string) bool {
 		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
@@ -79,6 +88,10 @@ func TestWholeGPUsByNode(t *testing.T) {
 		"t3": {GPUs: 2, Free: 2, Clique: "c.3"},
 		"t4": {GPUs: 1, Free: 1},
 		"t5": {GPUs: 2, Free: 2, Conflict: []string{"", "c.5"}},
+		// In its clique, with no GPU a whole-GPU claim could take.
+		"t6": {Clique: "c.6"},
+		// One exclusive GPU in c.7, one shared in none: in no clique.
+		"t7": {GPUs: 1, Free: 1, Conflict: []string{"", "c.7"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WholeGPUsByNode (-want +got):\n%s", diff)

@@ -69,7 +69,8 @@ type FleetSummary struct {
 	// Cliques counts the multi-node NVLink cliques (cliqueID, a GB200
 	// NVL72 rack); FreeCliques those whose GPUs are all free. A node
 	// belongs to the clique its GPUs publish, to none when they publish
-	// none or disagree (as for GPUCliquePlacement, WholeGPUsByNode).
+	// none or disagree (as for GPUCliquePlacement, WholeGPUsByNode, which
+	// leaves shared GPUs out of its counts, not these).
 	Cliques, FreeCliques int
 
 	// MIGPlaceable is, per MIG profile (the partitions' profile
@@ -286,7 +287,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			gc.free++
 			n.Free++
 		}
-		n.addClique(g.clique)
+		n.addClique(g.clique, n.GPUs == 1)
 	}
 	for k, gc := range groups {
 		if gc.free < gc.gpus {

@@ -40,7 +40,8 @@ func (f *fleetIndexes) of(inv *allocator.Inventory) *fleetIndex {
 	return x
 }
 
-// count is topology.WholeGPUsByNode on the index and state.
+// count is topology.WholeGPUsByNode on the index and state, with shared
+// GPUs counted too: the learned workload's pressure weighs every GPU.
 func (x *fleetIndex) count(state *allocator.AllocatedState) map[string]*topology.NodeGPUs {
 	taken := takenIDs(state)
 	return x.gpus.Count(func(i int) bool { return taken(x.ids[i]) })

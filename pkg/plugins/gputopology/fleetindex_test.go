@@ -15,8 +15,9 @@ import (
 )
 
 // TestFleetIndex: the index counts what topology.WholeGPUsByNode counts
-// on the inventory's slices, taken GPUs and shares alike, and is built
-// once per inventory.
+// on the inventory's slices (which hold no shared GPUs, which only the
+// index counts), taken GPUs and shares alike, and is built once per
+// inventory.
 func TestFleetIndex(t *testing.T) {
 	inv := allocator.NewInventory([]*resourceapi.ResourceSlice{pairSlice("n1", 4), pcieSlice("n2", 2)}, allocator.DefaultFeatures())
 	share := types.UID("share")
