@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -173,7 +174,10 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 // group's claims that are allocated already (a PodGroup's claim that
 // outlived its evicted pods): the pods must join those devices there.
 // "" when no claim is allocated, or the claims leave more than one
-// domain (devices reachable from several), or none.
+// domain (devices reachable from several), or none. A claim whose
+// binding failed holds the group nowhere: it is freed once a trial
+// reaches PodGroupPostFilter, which a group held to a full clique would
+// never do.
 func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) string {
 	var common map[string]bool
 	seen := map[string]bool{}
@@ -184,7 +188,7 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 			}
 			seen[p.Namespace+"/"+name] = true
 			c, err := pl.draManager.ResourceClaims().Get(p.Namespace, name)
-			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil {
+			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil || gputopology.BindingFailed(c) {
 				continue
 			}
 			sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector)

@@ -404,6 +404,18 @@ func TestClaimedDomain(t *testing.T) {
 		"on-t1":       allocatedOn("on-t1", "t1"),
 		"anywhere":    allocatedOn("anywhere", "t0", "t2"),
 		"unallocated": allocatedOn("unallocated"),
+		"failed-on-t2": func() *resourceapi.ResourceClaim {
+			c := allocatedOn("failed-on-t2", "t2")
+			c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
+				Request: "gpus", Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0",
+				BindingConditions: []string{"Attached"}, BindingFailureConditions: []string{"AttachFailed"},
+			}}
+			c.Status.Devices = []resourceapi.AllocatedDeviceStatus{{
+				Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0",
+				Conditions: []metav1.Condition{{Type: "AttachFailed", Status: metav1.ConditionTrue}},
+			}}
+			return c
+		}(),
 	}}}}
 	for _, tc := range []struct {
 		name string
@@ -415,6 +427,8 @@ func TestClaimedDomain(t *testing.T) {
 		{"two cliques", []*v1.Pod{podWith("on-t2"), podWith("on-t1")}, ""},
 		{"reachable from both", []*v1.Pod{podWith("anywhere")}, ""},
 		{"not allocated", []*v1.Pod{podWith("unallocated", "missing")}, ""},
+		// Its allocation will be freed: it holds the group nowhere.
+		{"binding failed in c.2", []*v1.Pod{podWith("failed-on-t2")}, ""},
 	} {
 		if got := pl.claimedDomain(tc.pods, doms); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

@@ -47,6 +47,9 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 	if alloc == nil {
 		return false, nil
 	}
+	if r, f := failedBinding(claim); r != nil {
+		return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
+	}
 	ready := true
 	for i := range alloc.Devices.Results {
 		r := &alloc.Devices.Results[i]
@@ -54,11 +57,6 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 			continue
 		}
 		conds := deviceConditions(claim, r)
-		for _, f := range r.BindingFailureConditions {
-			if apimeta.IsStatusConditionTrue(conds, f) {
-				return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
-			}
-		}
 		for _, b := range r.BindingConditions {
 			ready = ready && apimeta.IsStatusConditionTrue(conds, b)
 		}
@@ -67,6 +65,33 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 		return false, fmt.Errorf("%w: resourceclaim %s: binding conditions not met %s after allocation", errBindingTimeout, klog.KObj(claim), pl.args.BindingTimeout.Duration)
 	}
 	return ready, nil
+}
+
+// BindingFailed reports whether a device of the claim's allocation
+// reports one of its binding failure conditions: the allocation will be
+// freed (PostFilter), so the claim holds its pods nowhere.
+func BindingFailed(claim *resourceapi.ResourceClaim) bool {
+	r, _ := failedBinding(claim)
+	return r != nil
+}
+
+// failedBinding is the first allocated device that reports one of its
+// binding failure conditions, with that condition; nil when none does.
+func failedBinding(claim *resourceapi.ResourceClaim) (*resourceapi.DeviceRequestAllocationResult, string) {
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil, ""
+	}
+	for i := range alloc.Devices.Results {
+		r := &alloc.Devices.Results[i]
+		conds := deviceConditions(claim, r)
+		for _, f := range r.BindingFailureConditions {
+			if apimeta.IsStatusConditionTrue(conds, f) {
+				return r, f
+			}
+		}
+	}
+	return nil, ""
 }
 
 // bindingDeadlinePassed: the timeout counts from the allocation, not
