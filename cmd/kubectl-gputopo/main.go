@@ -127,7 +127,10 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.overrides.CurrentContext, "context", "", "kubeconfig context (default: the current one)")
 	fs.Var(&c.timeout, "request-timeout", "how long one API request may take (30s, 1m; a plain number is seconds, as kubectl's)")
 	fs.StringVar(&c.overrides.AuthInfo.Impersonate, "as", "", "user to impersonate")
-	fs.Var((*repeated)(&c.overrides.AuthInfo.ImpersonateGroups), "as-group", "group to impersonate (repeatable; needs --as)")
+	fs.Func("as-group", "group to impersonate (repeatable; needs --as)", func(v string) error {
+		c.overrides.AuthInfo.ImpersonateGroups = append(c.overrides.AuthInfo.ImpersonateGroups, v)
+		return nil
+	})
 	fs.StringVar(&c.overrides.AuthInfo.ImpersonateUID, "as-uid", "", "UID to impersonate (needs --as)")
 }
 
@@ -168,16 +171,6 @@ func splitCommand(args []string) (string, []string) {
 		}
 	}
 	return "", args
-}
-
-// repeated is a flag that may be given several times, each adding a value.
-type repeated []string
-
-func (r *repeated) String() string { return strings.Join(*r, ",") }
-
-func (r *repeated) Set(v string) error {
-	*r = append(*r, v)
-	return nil
 }
 
 // requestTimeout reads --request-timeout as kubectl does: a duration, or

@@ -748,7 +748,7 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 	msg := fmt.Sprintf("request %s: needs %s, %d match, %d free", q.name, need, match, free)
 	if len(busy) > 0 {
 		var causes []string
-		for _, why := range []string{"in use", "shared counters exhausted", "capacity exhausted", "capacity below the request", "capacity not offered as requested", "tainted"} {
+		for _, why := range busyCauses {
 			if n := busy[why]; n > 0 {
 				causes = append(causes, fmt.Sprintf("%d %s", n, why))
 			}
@@ -780,18 +780,31 @@ func (s *Session) failureMessage(parts []failurePart) string {
 	return "cannot allocate all claims (" + strings.Join(texts, "; ") + ")"
 }
 
+// Why a matching device is not free, as failure messages count them
+// (busyCauses, in the order they are listed).
+const (
+	busyInUse              = "in use"
+	busyCounters           = "shared counters exhausted"
+	busyCapacity           = "capacity exhausted"
+	busyCapacityTooSmall   = "capacity below the request"
+	busyCapacityNotOffered = "capacity not offered as requested"
+	busyTainted            = "tainted"
+)
+
+var busyCauses = []string{busyInUse, busyCounters, busyCapacity, busyCapacityTooSmall, busyCapacityNotOffered, busyTainted}
+
 // busyFor says why q alone could not take device d now, or "" if it
 // could: in use, counters or capacity exhausted, capacity below the
 // request or not offered as requested, tainted.
 func (r *run) busyFor(q *req, d int) string {
 	dv := r.view.devices[d]
 	if !q.admin && r.ledgerExclusive(d) {
-		return "in use"
+		return busyInUse
 	}
 	if len(dv.api.ConsumesCounters) > 0 {
 		pi, li := r.view.locate(d)
 		if !r.f.PartitionableDevices || !r.fitsCounters(pi, r.view.pools[pi].usesOf(li), false) {
-			return "shared counters exhausted"
+			return busyCounters
 		}
 	}
 	if r.f.ConsumableCapacity {
@@ -801,15 +814,15 @@ func (r *run) busyFor(q *req, d int) string {
 			// waiting for anything to be freed.
 			switch {
 			case !fit.possible:
-				return "capacity not offered as requested"
+				return busyCapacityNotOffered
 			case !fit.alone:
-				return "capacity below the request"
+				return busyCapacityTooSmall
 			}
-			return "capacity exhausted"
+			return busyCapacity
 		}
 	}
 	if r.f.DeviceTaints && taintBlocks(dv.api, q.tolerate) {
-		return "tainted"
+		return busyTainted
 	}
 	return ""
 }

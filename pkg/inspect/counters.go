@@ -15,22 +15,19 @@ type counterSetKey struct{ driver, pool, set string }
 // counterUse is, per counter set, what it holds, what the allocated
 // devices consume of it and which devices those are.
 type counterUse struct {
-	capacity, consumed map[counterSetKey]map[string]resource.Quantity
-	users              map[counterSetKey][]string
+	capacity map[counterSetKey]map[string]resourceapi.Counter
+	consumed map[counterSetKey]map[string]resource.Quantity
+	users    map[counterSetKey][]string
 }
 
 // countersInUse sums, per counter set of the slices, the counters that
 // the devices taken consume (each device once, however many shares of it
 // are allocated; admin access takes none), as the allocator does.
 func countersInUse(current []*resourceapi.ResourceSlice, uses map[string]deviceUse) counterUse {
-	u := counterUse{capacity: map[counterSetKey]map[string]resource.Quantity{}, consumed: map[counterSetKey]map[string]resource.Quantity{}, users: map[counterSetKey][]string{}}
+	u := counterUse{capacity: map[counterSetKey]map[string]resourceapi.Counter{}, consumed: map[counterSetKey]map[string]resource.Quantity{}, users: map[counterSetKey][]string{}}
 	for _, s := range current {
 		for _, cs := range s.Spec.SharedCounters {
-			k := counterSetKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}
-			u.capacity[k] = map[string]resource.Quantity{}
-			for name, c := range cs.Counters {
-				u.capacity[k][name] = c.Value
-			}
+			u.capacity[counterSetKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = cs.Counters
 		}
 	}
 	for _, s := range current {
@@ -76,7 +73,7 @@ func (u counterUse) blockedBy(driver, pool string, d *resourceapi.Device) string
 		for _, name := range slices.Sorted(maps.Keys(cc.Counters)) {
 			need := u.consumed[k][name].DeepCopy()
 			need.Add(cc.Counters[name].Value)
-			if have, ok := capacity[name]; !ok || need.Cmp(have) > 0 {
+			if have, ok := capacity[name]; !ok || need.Cmp(have.Value) > 0 {
 				return u.blockedText(k, name, ok)
 			}
 		}

@@ -34,6 +34,12 @@ type gpuEntry struct{ physical, domain string }
 // DeviceKey names a device fleet-wide: driver/pool/device.
 func DeviceKey(driver, pool, device string) string { return driver + "/" + pool + "/" + device }
 
+// holdsDevice: the result takes its device. An admin-access result holds
+// nothing: the scheduler's tracker counts it as not allocated.
+func holdsDevice(r resourceapi.DeviceRequestAllocationResult) bool {
+	return !ptr.Deref(r.AdminAccess, false)
+}
+
 // NewFleetView indexes the devices of the slices on the nodes that shapes
 // names (node -> a label for its kind, such as "dgx-h100"); a nil shapes
 // keeps every node, labelled by its GPUs' product.
@@ -119,7 +125,7 @@ func (v FleetView) Occupancy(claims []resourceapi.ResourceClaim) []report.NodeUs
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
-			if ptr.Deref(res.AdminAccess, false) {
+			if !holdsDevice(res) {
 				continue
 			}
 			d, ok := v.devices[DeviceKey(res.Driver, res.Pool, res.Device)]

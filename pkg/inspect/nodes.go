@@ -15,7 +15,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -222,8 +221,8 @@ func usesByDevice(claims []resourceapi.ResourceClaim) map[string]deviceUse {
 			if r.ShareID != nil {
 				h += " (share" + consumed(r.ConsumedCapacity) + ")"
 			}
-			admin := ptr.Deref(r.AdminAccess, false)
-			if admin {
+			held := holdsDevice(r)
+			if !held {
 				h += " (admin access)"
 			}
 			if len(pods) > 0 {
@@ -232,7 +231,7 @@ func usesByDevice(claims []resourceapi.ResourceClaim) map[string]deviceUse {
 			k := DeviceKey(r.Driver, r.Pool, r.Device)
 			u := out[k]
 			u.holders = append(u.holders, h)
-			u.taken = u.taken || !admin
+			u.taken = u.taken || held
 			out[k] = u
 		}
 	}

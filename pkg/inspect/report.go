@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/demo/report"
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -124,7 +123,7 @@ func claimLinkClass(view FleetView, claim resourceapi.ResourceClaim) (string, bo
 	}
 	var gpus []topology.GPU
 	for _, res := range claim.Status.Allocation.Devices.Results {
-		if ptr.Deref(res.AdminAccess, false) {
+		if !holdsDevice(res) {
 			continue
 		}
 		if g, ok := view.GPU(DeviceKey(res.Driver, res.Pool, res.Device)); ok && !g.Partition {
@@ -171,10 +170,10 @@ func ClaimUsage(claims []resourceapi.ResourceClaim) topology.DeviceUsage {
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
-			if ptr.Deref(res.AdminAccess, false) {
+			if !holdsDevice(res) {
 				continue
 			}
-			key := res.Driver + "/" + res.Pool + "/" + res.Device
+			key := DeviceKey(res.Driver, res.Pool, res.Device)
 			u := use[key]
 			if res.ShareID == nil {
 				u.Exclusive = true
@@ -195,7 +194,7 @@ func ClaimUsage(claims []resourceapi.ResourceClaim) topology.DeviceUsage {
 			use[key] = u
 		}
 	}
-	return func(driver, pool, device string) topology.DeviceUse { return use[driver+"/"+pool+"/"+device] }
+	return func(driver, pool, device string) topology.DeviceUse { return use[DeviceKey(driver, pool, device)] }
 }
 
 // withRuleTaints is the slices with the taints of the rules that select

@@ -179,7 +179,8 @@ func (pl *GPUTopology) isSchedulableAfterAssignedPodDelete(logger klog.Logger, p
 func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
 	// This runs for every waiting pod on every deletion of a pod: most
 	// deleted pods ask for no devices, known without summing requests.
-	if len(pod.Spec.ResourceClaims) == 0 && !requestsExtendedResources(pod) {
+	extended := requestsExtendedResources(pod)
+	if len(pod.Spec.ResourceClaims) == 0 && !extended {
 		return false
 	}
 	names := make([]string, 0, len(pod.Spec.ResourceClaims)+1)
@@ -188,14 +189,17 @@ func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
 			names = append(names, name)
 		}
 	}
-	if pl.usesDRAExtendedResources(pod) {
-		st := pod.Status.ExtendedResourceClaimStatus
-		if st == nil {
-			// Its claim is created in PreBind: a failure before that held
-			// devices in memory only (or on a device-plugin node, none).
-			return true
+	if extended {
+		if classOf, _ := pl.draExtendedResources(pod); len(classOf) > 0 {
+			st := pod.Status.ExtendedResourceClaimStatus
+			if st == nil {
+				// Its claim is created in PreBind: a failure before that
+				// held devices in memory only (or on a device-plugin node,
+				// none).
+				return true
+			}
+			names = append(names, st.ResourceClaimName)
 		}
-		names = append(names, st.ResourceClaimName)
 	}
 	for _, name := range names {
 		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name)
@@ -204,16 +208,6 @@ func (pl *GPUTopology) heldInFlight(pod *v1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// usesDRAExtendedResources: a DeviceClass maps one of the extended
-// resources the pod asks for.
-func (pl *GPUTopology) usesDRAExtendedResources(pod *v1.Pod) bool {
-	if !requestsExtendedResources(pod) {
-		return false
-	}
-	classOf, _ := pl.draExtendedResources(pod)
-	return len(classOf) > 0
 }
 
 // requestsExtendedResources: a container of the pod asks for a resource

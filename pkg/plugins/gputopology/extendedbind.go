@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	resourceclaimmetrics "k8s.io/dynamic-resource-allocation/resourceclaim/metrics"
@@ -84,13 +85,14 @@ func (pl *GPUTopology) waitUntilAssumed(ctx context.Context, claim *resourceapi.
 }
 
 // unreserveExtended drops the extended-resource claim's in-flight
-// allocation and deletes the claim if PreBind created it.
-func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *stateData, signalled bool) {
+// allocation, if Reserve recorded it (signalled), and deletes the claim
+// if PreBind created it.
+func (pl *GPUTopology) unreserveExtended(ctx context.Context, pod *v1.Pod, s *stateData, signalled []types.UID) {
 	if s.ext == nil {
 		return
 	}
 	claims := pl.draManager.ResourceClaims()
-	if signalled && claims.MaybeRemoveClaimPendingAllocation(s.ext.claim.UID, false) {
+	if slices.Contains(signalled, s.ext.claim.UID) && claims.MaybeRemoveClaimPendingAllocation(s.ext.claim.UID, false) {
 		claims.AssumedClaimRestore(s.ext.claim.Namespace, s.ext.claim.Name)
 	}
 	s.mu.Lock()

@@ -126,14 +126,5 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 			}
 		}
 	}
-	pl.unreserveExtended(ctx, pod, s, slices.Contains(signalled, extendedClaimUID(s)))
-}
-
-// extendedClaimUID is the UID of the pod's extended-resource claim, ""
-// when it has none.
-func extendedClaimUID(s *stateData) types.UID {
-	if s.ext == nil || s.ext.claim == nil {
-		return ""
-	}
-	return s.ext.claim.UID
+	pl.unreserveExtended(ctx, pod, s, signalled)
 }
