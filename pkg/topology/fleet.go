@@ -95,27 +95,6 @@ const (
 // GPUStates are the states, in the order the gauges and reports list them.
 var GPUStates = []string{StateFree, StatePartial, StateUsed}
 
-// setKey names one counter set of one pool.
-type setKey struct {
-	driver, pool, set string
-}
-
-// counterSet is what one counter set holds and what is consumed of it,
-// summed exactly (resource.Quantity): MilliValue would wrap a counter
-// past int64's milli-units (10P) to nothing, floats miss 100m + 200m.
-type counterSet struct {
-	capacity, consumed map[string]resource.Quantity
-	// extra: per MIG profile, what the instances counted so far take.
-	extra map[string]map[string]resource.Quantity
-}
-
-// add adds q to m[name], whose sums only add ever writes.
-func add(m map[string]resource.Quantity, name string, q resource.Quantity) {
-	sum := m[name].DeepCopy()
-	sum.Add(q)
-	m[name] = sum
-}
-
 // fleetGPU is one whole GPU while the summary is built.
 type fleetGPU struct {
 	node, domain, clique string
@@ -143,17 +122,10 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 	current := NewestGenerations(slices)
 
 	// Counters: what each set holds and what allocated devices consume.
-	sets := map[setKey]*counterSet{}
+	sets := NewCounterSets(current)
 	devices := 0
 	for _, s := range current {
 		devices += len(s.Spec.Devices)
-		for _, cs := range s.Spec.SharedCounters {
-			set := &counterSet{capacity: make(map[string]resource.Quantity, len(cs.Counters)), consumed: map[string]resource.Quantity{}}
-			for name, c := range cs.Counters {
-				set.capacity[name] = c.Value
-			}
-			sets[setKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = set
-		}
 	}
 	sum := FleetSummary{MIGPlaceable: map[string]int{}, Tainted: map[string]int{}}
 	gpus := make(map[string]*fleetGPU, devices)
@@ -193,13 +165,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			use := usage(driver, pool, d.Name)
 			taken := use.Exclusive || use.Shared
 			if taken {
-				for _, c := range d.ConsumesCounters {
-					if set := sets[setKey{driver, pool, c.CounterSet}]; set != nil {
-						for name, q := range c.Counters {
-							add(set.consumed, name, q.Value)
-						}
-					}
-				}
+				sets.Consume(driver, pool, d)
 			}
 			switch typ {
 			case contract.TypeGPU:
@@ -227,7 +193,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 			if !taken && (typ == contract.TypeMIG || len(d.ConsumesCounters) > 0) {
 				c := fleetCandidate{dev: d, gpu: g, profile: profile, sets: make([]*counterSet, len(d.ConsumesCounters))}
 				for i, cc := range d.ConsumesCounters {
-					c.sets[i] = sets[setKey{driver, pool, cc.CounterSet}]
+					c.sets[i] = sets.of(driver, pool, cc.CounterSet)
 				}
 				free = append(free, c)
 			}
@@ -335,14 +301,7 @@ func (c fleetCandidate) fits(profile string) bool {
 		}
 		extra := set.extra[profile] // nil without profile
 		for name, q := range cc.Counters {
-			have, ok := set.capacity[name]
-			if !ok {
-				return false
-			}
-			need := set.consumed[name].DeepCopy() // Add changes a Quantity's shared decimal
-			need.Add(extra[name])
-			need.Add(q.Value)
-			if need.Cmp(have) > 0 {
+			if _, fits := set.fits(name, q.Value, extra); !fits {
 				return false
 			}
 		}
