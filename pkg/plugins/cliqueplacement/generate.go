@@ -58,10 +58,15 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, status
 	}
 	need := pl.groupNeed(pg, len(scheduled))
-	claimed := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
+	claimed, pending := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
 	candidates, status := candidates(domains, key, need, pinned, selected, claimed)
 	if status != nil {
-		return nil, status
+		d := bindingTrial(domains, claimed, pending, pinned, selected)
+		if d == nil {
+			return nil, status
+		}
+		logger.V(4).Info("Trying the claimed clique without room: a claim there waits on binding conditions", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "clique", d.name, "reason", status.Message())
+		candidates = []*domain{d}
 	}
 	chosen := candidates
 	if need.gpus > 0 {
@@ -177,8 +182,9 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 // domain (devices reachable from several), or none. A claim whose
 // binding failed holds the group nowhere: it is freed once a trial
 // reaches PodGroupPostFilter, which a group held to a full clique would
-// never do.
-func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) string {
+// never do. pending: a claim that holds the group waits on binding
+// conditions (see bindingTrial).
+func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (claimed string, pending bool) {
 	var common map[string]bool
 	seen := map[string]bool{}
 	for _, p := range pods {
@@ -195,6 +201,7 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 			if err != nil {
 				continue
 			}
+			pending = pending || gputopology.BindingPending(c)
 			here := map[string]bool{}
 			for _, d := range domains {
 				if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool { return sel.Match(n.Node()) }) {
@@ -209,12 +216,32 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 		}
 	}
 	if len(common) != 1 {
-		return ""
+		return "", false
 	}
 	for d := range common {
-		return d
+		return d, pending
 	}
-	return ""
+	return "", false
+}
+
+// bindingTrial is the claimed domain, to be tried although it lacks room,
+// when a claim that holds the group there waits on binding conditions
+// and neither the group's running pods nor its node selector rule the
+// domain out. Only GPUTopology knows the binding timeout: in a trial it
+// finds a claim past it unusable and its PodGroupPostFilter frees it, so
+// the group's next attempt is held to nothing; refused before any trial,
+// the group would wait on that claim for good. nil when there is no
+// such domain.
+func bindingTrial(domains []*domain, claimed string, pending bool, pinned, selected string) *domain {
+	if !pending || (pinned != "" && pinned != claimed) || (selected != "" && selected != claimed) {
+		return nil
+	}
+	for _, d := range domains {
+		if d.name == claimed {
+			return d
+		}
+	}
+	return nil
 }
 
 // candidates are the domains that can still hold the group: the pinned,

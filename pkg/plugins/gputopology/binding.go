@@ -50,17 +50,7 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 	if r, f := failedBinding(claim); r != nil {
 		return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
 	}
-	ready := true
-	for i := range alloc.Devices.Results {
-		r := &alloc.Devices.Results[i]
-		if len(r.BindingConditions) == 0 {
-			continue
-		}
-		conds := deviceConditions(claim, r)
-		for _, b := range r.BindingConditions {
-			ready = ready && apimeta.IsStatusConditionTrue(conds, b)
-		}
-	}
+	ready := bindingConditionsMet(alloc, claim)
 	if !ready && bindingDeadlinePassed(alloc, pl.args.BindingTimeout.Duration, now) {
 		return false, fmt.Errorf("%w: resourceclaim %s: binding conditions not met %s after allocation", errBindingTimeout, klog.KObj(claim), pl.args.BindingTimeout.Duration)
 	}
@@ -73,6 +63,33 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 func BindingFailed(claim *resourceapi.ResourceClaim) bool {
 	r, _ := failedBinding(claim)
 	return r != nil
+}
+
+// BindingPending reports whether a device of the claim's allocation
+// still waits on one of its binding conditions (and none failed): the
+// claim may time out, which only a trial of its pod finds out, as only
+// GPUTopology knows its bindingTimeout.
+func BindingPending(claim *resourceapi.ResourceClaim) bool {
+	alloc := claim.Status.Allocation
+	return alloc != nil && !BindingFailed(claim) && !bindingConditionsMet(alloc, claim)
+}
+
+// bindingConditionsMet: every binding condition of every allocated
+// device is true.
+func bindingConditionsMet(alloc *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim) bool {
+	for i := range alloc.Devices.Results {
+		r := &alloc.Devices.Results[i]
+		if len(r.BindingConditions) == 0 {
+			continue
+		}
+		conds := deviceConditions(claim, r)
+		for _, b := range r.BindingConditions {
+			if !apimeta.IsStatusConditionTrue(conds, b) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // failedBinding is the first allocated device that reports one of its
