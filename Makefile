@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: cgo test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large
+.PHONY: cgo test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large bench-memory
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -90,6 +90,18 @@ bench-large: $(ETCD)
 	GPUTOPO_PERF_SCALE=large GPUTOPO_PERF_SUITES=gputopo PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 90m ./test/perf \
 		-args -data-items-dir=$(abspath $(OUT)/perf-large) -perf-cpuprofile > $(OUT)/perf-large/bench.log 2>&1 || (tail -50 $(OUT)/perf-large/bench.log; exit 1)
 	$(GO) run ./hack/perfreport -cpu-pods=2000 $(OUT)/perf-large | tee $(OUT)/perf-large/report.txt
+
+## bench-memory: the scheduler binary's peak resident memory on a fleet
+## of MEMORY_NODES GPU nodes (default 5,000), next to the same binary with
+## only the in-tree plugins, each a process under the manifests' service
+## account; fails above the memory limit the Deployment ships. Prints a
+## MEMORY line.
+MEMORY_NODES ?= 5000
+bench-memory: $(ETCD)
+	@mkdir -p $(OUT)
+	GPUTOPO_MEMORY_NODES=$(MEMORY_NODES) PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 40m -run '^TestSchedulerMemory$$' -v ./test/integration/ \
+		> $(OUT)/bench-memory.log 2>&1 || (tail -50 $(OUT)/bench-memory.log; exit 1)
+	@grep -E '^MEMORY|memory_test.go' $(OUT)/bench-memory.log
 
 ## bench-smoke: every benchmark workload at its smallest size (CI).
 bench-smoke: $(ETCD)
