@@ -65,6 +65,32 @@ type extendedVariant struct {
 
 func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMemory }
 
+// describe puts what the engine says of the in-memory claim's requests in
+// the pod's terms: "claim ns/<extended-resources>, request
+// container-1-request-0: needs 8" becomes "example.com/gpu of container
+// main: needs 8". That claim does not exist yet, and its request names
+// are made up by the scheduler.
+func (v *extendedVariant) describe(msg, namespace string) string {
+	prefix := fmt.Sprintf("claim %s/%s, request ", namespace, extendedClaimInMemory)
+	if v.claim == nil || !strings.Contains(msg, prefix) {
+		return msg
+	}
+	containers := map[string][]string{}
+	resources := map[string]string{}
+	for _, m := range v.mappings {
+		containers[m.RequestName] = append(containers[m.RequestName], m.ContainerName)
+		resources[m.RequestName] = m.ResourceName
+	}
+	for req, names := range containers {
+		word := "container"
+		if len(names) > 1 {
+			word = "containers"
+		}
+		msg = strings.ReplaceAll(msg, prefix+req+":", fmt.Sprintf("%s of %s %s:", resources[req], word, strings.Join(names, ", ")))
+	}
+	return msg
+}
+
 // staleMapping names the claim the pod's status maps its extended
 // resources to when that is not this cycle's claim: one an earlier
 // attempt created and Unreserve or PostFilter deleted. The API server

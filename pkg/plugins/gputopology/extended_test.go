@@ -428,3 +428,24 @@ func TestStaleExtendedMappingNeedsDRA(t *testing.T) {
 		t.Errorf("Filter dra: %v", status)
 	}
 }
+
+// A node without room for the pod's extended resources says so in the
+// pod's terms: the resource and its container, not the claim that does
+// not exist yet or the request names the scheduler made up.
+func TestExtendedShortageNamesTheContainer(t *testing.T) {
+	pod := extendedGPUPod("p", 8)
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("n")},
+		classes: []*resourceapi.DeviceClass{extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("n", 4)},
+		pods:    []*v1.Pod{pod},
+	})
+	if _, status := env.pl.PreFilter(env.tCtx, env.state, pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	status := env.pl.Filter(env.tCtx, env.state, pod, env.nodes["n"])
+	wantStatus(t, "Filter", status, fwk.UnschedulableAndUnresolvable, "example.com/gpu of container main: needs 8, 4 match, 4 free")
+	if msg := status.Message(); strings.Contains(msg, extendedClaimInMemory) || strings.Contains(msg, "request-0") {
+		t.Errorf("Filter: %q names the in-memory claim or its request", msg)
+	}
+}

@@ -313,7 +313,11 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	case allocator.IsNodeLevel(err):
 		// Unresolvable as upstream: evicting pods does not free devices
 		// for the preemptor in 1.37, so preemption must not try.
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, trimSentinel(err))
+		msg := trimSentinel(err)
+		if variant != nil {
+			msg = variant.describe(msg, pod.Namespace)
+		}
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fwk.AsStatus(fmt.Errorf("node %s: timed out after %s allocating devices", node.Name, pl.args.FilterTimeout.Duration))
 	case ctx.Err() != nil:
