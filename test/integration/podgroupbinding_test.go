@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,41 +46,66 @@ func (c *cluster) allocatedTray(ns, name, node string, bindingSince *metav1.Time
 	}
 }
 
-// A gang member's claim allocated in a rack, its binding conditions never
-// met and past the binding timeout, holds the group to that rack, which
-// lacks room for the rest. GPUCliquePlacement tries the group there all
-// the same; GPUTopology finds the claim unusable and frees it, and the
-// group then runs whole in the other rack. Refused before any trial, the
-// group would wait on that claim for good.
+// A gang member's claim allocated in a rack that lacks room for the
+// rest of the group, its binding conditions never met: within
+// GPUTopology's bindingTimeout (10 minutes) it holds the group to that
+// rack, which waits and says why; past it the claim holds the group
+// nowhere, the group is tried in the rack with room, GPUTopology frees
+// the claim when its pod cannot join there, and the group runs whole in
+// that rack. The claim's pod is created last, so that the others are
+// tried first.
 func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	c := startPodGroupCluster(t)
 	c.deviceClasses()
 	cliqueOf := c.nvl72Fleet("f", 2, false)
+	c.nvl72Fleet("h", 2, false)
 	const ns = "groups"
 	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, gpuTemplate(ns, "gb200x4", contract.ClassGPU, 4))
+	// Rack 0 of each fleet: the claim on tray 0, another user's on tray 1.
 	c.allocatedTray(ns, "stale", "f-r0-t00", &metav1.Time{Time: time.Now().Add(-time.Hour).Truncate(time.Second)})
-	c.allocatedTray(ns, "other", "f-r0-t01", nil)
-	cfg := schedulerConfigWith(t, bothProfiles, c.schedulerKubeconfig(), func(cfg map[string]any) {
-		profileArgs(cfg, "gputopo-scheduler", "GPUTopology", map[string]any{"bindingTimeout": "5s"})
-	})
-	c.runScheduler("podgroups", cfg, podGroupGates(t))
+	c.allocatedTray(ns, "other-f", "f-r0-t01", nil)
+	c.allocatedTray(ns, "binding", "h-r0-t00", &metav1.Time{Time: time.Now().Truncate(time.Second)})
+	c.allocatedTray(ns, "other-h", "h-r0-t01", nil)
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
 
-	// 18 pods of 4 GPUs: the stale claim's pod and 68 GPUs more, where
+	// 18 pods of 4 GPUs each: the claim's pod and 68 GPUs more, where
 	// rack 0 has 64 free.
-	c.podGroup(ns, "g", 18)
-	first := podWithTemplate(ns, "g-0", "", "gputopo-scheduler")
-	first.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To("stale")}}
-	first.Spec.NodeSelector = map[string]string{"fleet": "f"}
-	first.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("g")}
-	c.create(first)
-	pods := append([]string{first.Name}, c.groupPods(ns, "g", "gputopo-scheduler", "f", 1, 17)...)
-	ok, nodes := c.boundWithin(ns, pods, 120*time.Second)
-	if !ok {
-		t.Fatalf("group g not bound (%d of %d pods): %s", len(nodes), len(pods), c.schedulingMessage(ns, pods[0]))
+	group := func(fleet, claim string) []string {
+		c.podGroup(ns, fleet, 18)
+		pods := c.groupPods(ns, fleet, "gputopo-scheduler", fleet, 0, 17)
+		last := podWithTemplate(ns, fleet+"-claimed", "", "gputopo-scheduler")
+		last.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To(claim)}}
+		last.Spec.NodeSelector = map[string]string{"fleet": fleet}
+		last.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(fleet)}
+		c.create(last)
+		return append(pods, last.Name)
 	}
-	for _, p := range pods {
+	past := group("f", "stale")
+	within := group("h", "binding")
+
+	ok, nodes := c.boundWithin(ns, past, 120*time.Second)
+	if !ok {
+		t.Fatalf("group f not bound (%d of %d pods): %s", len(nodes), len(past), c.schedulingMessage(ns, past[len(past)-1]))
+	}
+	for _, p := range past {
 		if got := cliqueOf[nodes[p]]; got != "f-cluster.1" {
 			t.Errorf("pod %s on %s in clique %s, want f-cluster.1, the rack with room", p, nodes[p], got)
+		}
+	}
+
+	c.waitFor("group h's reason", 60*time.Second, func() (bool, error) {
+		return strings.Contains(c.schedulingMessage(ns, within[0]), "needs at least 68 free GPUs in "+contract.LabelClique+" h-cluster.0, where its allocated claims' devices are; the most free in one is 64"), nil
+	})
+	binding, err := c.client.ResourceV1().ResourceClaims(ns).Get(c.ctx, "binding", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := binding.Status.Allocation; a == nil || a.Devices.Results[0].Pool != "h-r0-t00" {
+		t.Errorf("claim binding, within its binding timeout, was moved or freed: %+v", a)
+	}
+	for _, p := range within {
+		if pod, err := c.client.CoreV1().Pods(ns).Get(c.ctx, p, metav1.GetOptions{}); err != nil || pod.Spec.NodeName != "" {
+			t.Errorf("pod %s of group h is bound to %q (%v), want it waiting", p, pod.Spec.NodeName, err)
 		}
 	}
 	c.checkNoDoubleBooking()

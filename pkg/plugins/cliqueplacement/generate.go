@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -58,15 +59,10 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, status
 	}
 	need := pl.groupNeed(pg, len(scheduled))
-	claimed, pending := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
+	claimed := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
 	candidates, status := candidates(domains, key, need, pinned, selected, claimed)
 	if status != nil {
-		d := bindingTrial(domains, claimed, pending, pinned, selected)
-		if d == nil {
-			return nil, status
-		}
-		logger.V(4).Info("Trying the claimed clique without room: a claim there waits on binding conditions", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "clique", d.name, "reason", status.Message())
-		candidates = []*domain{d}
+		return nil, status
 	}
 	chosen := candidates
 	if need.gpus > 0 {
@@ -180,13 +176,13 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 // outlived its evicted pods): the pods must join those devices there.
 // "" when no claim is allocated, or the claims leave more than one
 // domain (devices reachable from several), or none. A claim whose
-// binding failed holds the group nowhere: it is freed once a trial
-// reaches PodGroupPostFilter, which a group held to a full clique would
-// never do. pending: a claim that holds the group waits on binding
-// conditions (see bindingTrial).
-func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (claimed string, pending bool) {
+// binding failed or timed out (as GPUTopology in this profile judges it)
+// holds the group nowhere: it is freed when a trial of its pod fails
+// elsewhere, which a group held to a full clique would never have.
+func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) string {
 	var common map[string]bool
 	seen := map[string]bool{}
+	now := time.Now()
 	for _, p := range pods {
 		for _, name := range claimNames(p) {
 			if seen[p.Namespace+"/"+name] {
@@ -194,14 +190,13 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (cla
 			}
 			seen[p.Namespace+"/"+name] = true
 			c, err := pl.draManager.ResourceClaims().Get(p.Namespace, name)
-			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil || gputopology.BindingFailed(c) {
+			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil || gputopology.BindingUnusable(pl.profile, c, now) {
 				continue
 			}
 			sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector)
 			if err != nil {
 				continue
 			}
-			pending = pending || gputopology.BindingPending(c)
 			here := map[string]bool{}
 			for _, d := range domains {
 				if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool { return sel.Match(n.Node()) }) {
@@ -216,32 +211,12 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (cla
 		}
 	}
 	if len(common) != 1 {
-		return "", false
+		return ""
 	}
 	for d := range common {
-		return d, pending
+		return d
 	}
-	return "", false
-}
-
-// bindingTrial is the claimed domain, to be tried although it lacks room,
-// when a claim that holds the group there waits on binding conditions
-// and neither the group's running pods nor its node selector rule the
-// domain out. Only GPUTopology knows the binding timeout: in a trial it
-// finds a claim past it unusable and its PodGroupPostFilter frees it, so
-// the group's next attempt is held to nothing; refused before any trial,
-// the group would wait on that claim for good. nil when there is no
-// such domain.
-func bindingTrial(domains []*domain, claimed string, pending bool, pinned, selected string) *domain {
-	if !pending || (pinned != "" && pinned != claimed) || (selected != "" && selected != claimed) {
-		return nil
-	}
-	for _, d := range domains {
-		if d.name == claimed {
-			return d
-		}
-	}
-	return nil
+	return ""
 }
 
 // candidates are the domains that can still hold the group: the pinned,

@@ -400,80 +400,38 @@ func TestClaimedDomain(t *testing.T) {
 		return p
 	}
 	pl := &CliquePlacement{draManager: draWithClaims{claims: claimsByName{claims: map[string]*resourceapi.ResourceClaim{
-		"on-t2":          allocatedOn("on-t2", "t2"),
-		"on-t1":          allocatedOn("on-t1", "t1"),
-		"anywhere":       allocatedOn("anywhere", "t0", "t2"),
-		"unallocated":    allocatedOn("unallocated"),
-		"failed-on-t2":   withBinding(allocatedOn("failed-on-t2", "t2"), "AttachFailed"),
-		"pending-on-t2":  withBinding(allocatedOn("pending-on-t2", "t2"), "Other"),
-		"attached-on-t2": withBinding(allocatedOn("attached-on-t2", "t2"), "Attached"),
+		"on-t2":       allocatedOn("on-t2", "t2"),
+		"on-t1":       allocatedOn("on-t1", "t1"),
+		"anywhere":    allocatedOn("anywhere", "t0", "t2"),
+		"unallocated": allocatedOn("unallocated"),
+		"failed-on-t2": func() *resourceapi.ResourceClaim {
+			c := allocatedOn("failed-on-t2", "t2")
+			c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
+				Request: "gpus", Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0",
+				BindingConditions: []string{"Attached"}, BindingFailureConditions: []string{"AttachFailed"},
+			}}
+			c.Status.Devices = []resourceapi.AllocatedDeviceStatus{{
+				Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0",
+				Conditions: []metav1.Condition{{Type: "AttachFailed", Status: metav1.ConditionTrue}},
+			}}
+			return c
+		}(),
 	}}}}
 	for _, tc := range []struct {
-		name        string
-		pods        []*v1.Pod
-		want        string
-		wantPending bool
+		name string
+		pods []*v1.Pod
+		want string
 	}{
-		{name: "allocated in c.2", pods: []*v1.Pod{podWith("on-t2"), podWith()}, want: "c.2"},
-		{name: "one in c.2, one reachable from both", pods: []*v1.Pod{podWith("on-t2", "anywhere")}, want: "c.2"},
-		{name: "two cliques", pods: []*v1.Pod{podWith("on-t2"), podWith("on-t1")}},
-		{name: "reachable from both", pods: []*v1.Pod{podWith("anywhere")}},
-		{name: "not allocated", pods: []*v1.Pod{podWith("unallocated", "missing")}},
+		{"allocated in c.2", []*v1.Pod{podWith("on-t2"), podWith()}, "c.2"},
+		{"one in c.2, one reachable from both", []*v1.Pod{podWith("on-t2", "anywhere")}, "c.2"},
+		{"two cliques", []*v1.Pod{podWith("on-t2"), podWith("on-t1")}, ""},
+		{"reachable from both", []*v1.Pod{podWith("anywhere")}, ""},
+		{"not allocated", []*v1.Pod{podWith("unallocated", "missing")}, ""},
 		// Its allocation will be freed: it holds the group nowhere.
-		{name: "binding failed in c.2", pods: []*v1.Pod{podWith("failed-on-t2")}},
-		// It may time out, which only a trial tells.
-		{name: "binding pending in c.2", pods: []*v1.Pod{podWith("pending-on-t2"), podWith("on-t2")}, want: "c.2", wantPending: true},
-		{name: "binding conditions met in c.2", pods: []*v1.Pod{podWith("attached-on-t2")}, want: "c.2"},
+		{"binding failed in c.2", []*v1.Pod{podWith("failed-on-t2")}, ""},
 	} {
-		got, pending := pl.claimedDomain(tc.pods, doms)
-		if got != tc.want || pending != tc.wantPending {
-			t.Errorf("%s: %q, pending %v; want %q, pending %v", tc.name, got, pending, tc.want, tc.wantPending)
-		}
-	}
-}
-
-// withBinding gives the claim device gpu-0 of its first node, with the
-// binding condition Attached (failure: AttachFailed), for which the
-// driver reports condition reported true.
-func withBinding(c *resourceapi.ResourceClaim, reported string) *resourceapi.ResourceClaim {
-	node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
-	c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
-		Request: "gpus", Driver: "gpu.nvidia.com", Pool: node, Device: "gpu-0",
-		BindingConditions: []string{"Attached"}, BindingFailureConditions: []string{"AttachFailed"},
-	}}
-	c.Status.Devices = []resourceapi.AllocatedDeviceStatus{{
-		Driver: "gpu.nvidia.com", Pool: node, Device: "gpu-0",
-		Conditions: []metav1.Condition{{Type: reported, Status: metav1.ConditionTrue}},
-	}}
-	return c
-}
-
-// A clique that lacks room is still tried when a claim that holds the
-// group there waits on binding conditions (GPUTopology's trial tells
-// whether they timed out), unless the group's running pods or its
-// selector rule it out.
-func TestBindingTrial(t *testing.T) {
-	doms := []*domain{{name: "c.1"}, {name: "c.2"}}
-	for _, tc := range []struct {
-		name                      string
-		claimed                   string
-		pending                   bool
-		pinned, selected, wantDom string
-	}{
-		{name: "pending", claimed: "c.2", pending: true, wantDom: "c.2"},
-		{name: "not pending", claimed: "c.2"},
-		{name: "no claimed domain", pending: true},
-		{name: "pinned there", claimed: "c.2", pending: true, pinned: "c.2", wantDom: "c.2"},
-		{name: "pinned elsewhere", claimed: "c.2", pending: true, pinned: "c.1"},
-		{name: "selected elsewhere", claimed: "c.2", pending: true, selected: "c.1"},
-	} {
-		d := bindingTrial(doms, tc.claimed, tc.pending, tc.pinned, tc.selected)
-		got := ""
-		if d != nil {
-			got = d.name
-		}
-		if got != tc.wantDom {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.wantDom)
+		if got := pl.claimedDomain(tc.pods, doms); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

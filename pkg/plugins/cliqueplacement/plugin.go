@@ -42,6 +42,7 @@ const Name = "GPUCliquePlacement"
 type CliquePlacement struct {
 	args       *config.GPUCliquePlacementArgs
 	fh         fwk.Handle
+	profile    string // the profile's name, which GPUTopology's binding rule goes by
 	draManager fwk.SharedDRAManager
 	fts        plfeature.Features
 	gpuClasses map[string]bool
@@ -78,7 +79,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		classes[c] = true
 	}
 	logger.V(2).Info("GPUCliquePlacement plugin ready", "profile", fh.ProfileName(), "args", klog.Format(args))
-	return &CliquePlacement{args: args, fh: fh, draManager: fh.SharedDRAManager(), fts: fts, gpuClasses: classes}, nil
+	return &CliquePlacement{args: args, fh: fh, profile: fh.ProfileName(), draManager: fh.SharedDRAManager(), fts: fts, gpuClasses: classes}, nil
 }
 
 // Name returns the plugin's name.

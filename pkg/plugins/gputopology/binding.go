@@ -3,6 +3,7 @@ package gputopology
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ func (pl *GPUTopology) unavailableOn(node *v1.Node, availableOn *nodeaffinity.No
 	if claim.Status.Allocation == nil || !pl.features.DeviceBindingAndStatus {
 		return ""
 	}
-	if _, err := pl.bindingReady(claim, time.Now()); err != nil {
+	if _, err := bindingReady(claim, pl.args.BindingTimeout.Duration, time.Now()); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -42,7 +43,7 @@ func (pl *GPUTopology) unavailableOn(node *v1.Node, availableOn *nodeaffinity.No
 // conditions has them all true. An error means the claim has to be
 // allocated anew: a binding failure condition is true, or the binding
 // timeout passed since status.allocation.allocationTimestamp.
-func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.Time) (bool, error) {
+func bindingReady(claim *resourceapi.ResourceClaim, timeout time.Duration, now time.Time) (bool, error) {
 	alloc := claim.Status.Allocation
 	if alloc == nil {
 		return false, nil
@@ -50,33 +51,7 @@ func (pl *GPUTopology) bindingReady(claim *resourceapi.ResourceClaim, now time.T
 	if r, f := failedBinding(claim); r != nil {
 		return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
 	}
-	ready := bindingConditionsMet(alloc, claim)
-	if !ready && bindingDeadlinePassed(alloc, pl.args.BindingTimeout.Duration, now) {
-		return false, fmt.Errorf("%w: resourceclaim %s: binding conditions not met %s after allocation", errBindingTimeout, klog.KObj(claim), pl.args.BindingTimeout.Duration)
-	}
-	return ready, nil
-}
-
-// BindingFailed reports whether a device of the claim's allocation
-// reports one of its binding failure conditions: the allocation will be
-// freed (PostFilter), so the claim holds its pods nowhere.
-func BindingFailed(claim *resourceapi.ResourceClaim) bool {
-	r, _ := failedBinding(claim)
-	return r != nil
-}
-
-// BindingPending reports whether a device of the claim's allocation
-// still waits on one of its binding conditions (and none failed): the
-// claim may time out, which only a trial of its pod finds out, as only
-// GPUTopology knows its bindingTimeout.
-func BindingPending(claim *resourceapi.ResourceClaim) bool {
-	alloc := claim.Status.Allocation
-	return alloc != nil && !BindingFailed(claim) && !bindingConditionsMet(alloc, claim)
-}
-
-// bindingConditionsMet: every binding condition of every allocated
-// device is true.
-func bindingConditionsMet(alloc *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim) bool {
+	ready := true
 	for i := range alloc.Devices.Results {
 		r := &alloc.Devices.Results[i]
 		if len(r.BindingConditions) == 0 {
@@ -84,12 +59,48 @@ func bindingConditionsMet(alloc *resourceapi.AllocationResult, claim *resourceap
 		}
 		conds := deviceConditions(claim, r)
 		for _, b := range r.BindingConditions {
-			if !apimeta.IsStatusConditionTrue(conds, b) {
-				return false
-			}
+			ready = ready && apimeta.IsStatusConditionTrue(conds, b)
 		}
 	}
-	return true
+	if !ready && bindingDeadlinePassed(alloc, timeout, now) {
+		return false, fmt.Errorf("%w: resourceclaim %s: binding conditions not met %s after allocation", errBindingTimeout, klog.KObj(claim), timeout)
+	}
+	return ready, nil
+}
+
+// bindingRule is how a profile's GPUTopology judges a claim's binding
+// conditions.
+type bindingRule struct {
+	enabled bool          // DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on
+	timeout time.Duration // its bindingTimeout
+}
+
+// bindingRules holds each profile's bindingRule by profile name, for
+// GPUCliquePlacement: it must tell a claim that GPUTopology will free
+// from one still binding, and only GPUTopology's args say when binding
+// times out. A scheduler's profiles have distinct names.
+var bindingRules sync.Map
+
+// BindingUnusable reports whether the profile's GPUTopology finds the
+// claim unusable for its binding conditions, so that it frees the claim
+// when a trial of its pod fails: a device reports a binding failure
+// condition, or the conditions were not all met within bindingTimeout of
+// the allocation. In a profile without GPUTopology only a failure counts.
+func BindingUnusable(profile string, claim *resourceapi.ResourceClaim, now time.Time) bool {
+	if claim.Status.Allocation == nil {
+		return false
+	}
+	r, ok := bindingRules.Load(profile)
+	if !ok {
+		failed, _ := failedBinding(claim)
+		return failed != nil
+	}
+	rule := r.(bindingRule)
+	if !rule.enabled {
+		return false
+	}
+	_, err := bindingReady(claim, rule.timeout, now)
+	return err != nil
 }
 
 // failedBinding is the first allocated device that reports one of its

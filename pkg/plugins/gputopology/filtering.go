@@ -384,23 +384,31 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	_, status := pl.deallocatePodClaims(ctx, pod, s)
+	_, status := pl.deallocatePodClaims(ctx, pod, s, nil)
 	return nil, status
 }
 
 // deallocatePodClaims frees one claim of the pod that no node can use
 // where it is allocated and that nobody else holds, or deletes the pod's
 // stale extended-resource claim; found reports whether there was one.
-func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *stateData) (found bool, status *fwk.Status) {
+func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *stateData, freed map[types.UID]bool) (found bool, status *fwk.Status) {
 	for _, i := range s.unavailableClaims() {
 		claim := s.claims[i]
 		if claim.Status.Allocation == nil {
 			continue // allocated in flight by another pod of its group, not written
 		}
+		if freed[claim.UID] {
+			// Shared with a pod of the group whose turn freed it: a second
+			// write from the same read would conflict.
+			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+		}
 		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
 			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 			if err := pl.deallocate(ctx, claim); err != nil {
 				return true, fwk.AsStatus(err)
+			}
+			if freed != nil {
+				freed[claim.UID] = true
 			}
 			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 		}

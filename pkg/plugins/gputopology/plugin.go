@@ -119,6 +119,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 	}
 	registerMetrics()
 	fleetMetrics.setSource(fh.SharedDRAManager(), features.DeviceTaints)
+	bindingRules.Store(fh.ProfileName(), bindingRule{enabled: features.DeviceBindingAndStatus, timeout: args.BindingTimeout.Duration})
 	var learner *topology.Learner
 	if args.Packing.Enabled {
 		learner = topology.NewLearner(args.Workload, learnerPrior, learnerClasses)

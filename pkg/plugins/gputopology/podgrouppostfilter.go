@@ -42,12 +42,13 @@ func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGrou
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	unreserveGroup := false
+	freed := map[types.UID]bool{}
 	for _, pod := range pgInfo.GetUnscheduledPods() {
 		s := g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
 		if s == nil {
 			continue
 		}
-		found, status := pl.deallocatePodClaims(ctx, pod, s)
+		found, status := pl.deallocatePodClaims(ctx, pod, s, freed)
 		if status.IsError() {
 			return nil, status
 		}

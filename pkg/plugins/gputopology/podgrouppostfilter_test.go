@@ -57,3 +57,37 @@ func TestPodGroupPostFilter(t *testing.T) {
 		})
 	}
 }
+
+// A claim two pods of the group share, unusable where it is, is freed
+// once: a second write from the same read would conflict on a real API
+// server, and an error would stop the group's PostFilter.
+func TestPodGroupPostFilterFreesASharedClaimOnce(t *testing.T) {
+	env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()}})
+	stored, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, "c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*v1.Pod
+	states := map[types.NamespacedName]*stateData{}
+	for _, name := range []string{"p0", "p1"} {
+		pod := podWithClaims(name, "c")
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+		pods = append(pods, pod)
+		states[types.NamespacedName{Namespace: ns, Name: name}] = &stateData{claims: []*resourceapi.ResourceClaim{stored}, unavailable: map[int]bool{0: true}}
+	}
+	state := framework.NewCycleState()
+	state.Write(stateKey, &groupState{pending: map[types.UID]bool{}, pods: states})
+	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-pg"}}
+	env.client.ClearActions()
+	_, status := env.pl.PodGroupPostFilter(env.tCtx, state, &framework.PodGroupInfo{Name: "job", Namespace: ns, UnscheduledPods: pods, PodGroup: pg}, nil)
+	wantStatus(t, "PodGroupPostFilter", status, fwk.Unschedulable, "deallocation and deletion of ResourceClaims completed")
+	updates := 0
+	for _, a := range env.client.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Errorf("%d status updates of the shared claim, want 1", updates)
+	}
+}

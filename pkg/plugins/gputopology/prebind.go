@@ -250,7 +250,7 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 				return false, fmt.Errorf("resourceclaim %s got deallocated while waiting for binding conditions", klog.KObj(claim))
 			}
 			s.claims[i] = claim
-			ready, err := pl.bindingReady(claim, time.Now())
+			ready, err := bindingReady(claim, pl.args.BindingTimeout.Duration, time.Now())
 			if err != nil || !ready {
 				return !ready, err
 			}
