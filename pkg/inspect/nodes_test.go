@@ -117,7 +117,7 @@ func TestWriteClaimAllocationModes(t *testing.T) {
 		{Name: "two", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 2}},
 	}}}}
 	var b strings.Builder
-	writeClaim(&b, c)
+	writeClaim(&b, c, time.Now())
 	for _, want := range []string{"request every: all of class gpu.nvidia.com", "request two: 2 of class gpu.nvidia.com"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("claim written as %q, want %q", b.String(), want)
@@ -342,5 +342,43 @@ func TestDeviceTaintRules(t *testing.T) {
 	}
 	if len(sl[0].Spec.Devices[1].Taints) != 0 {
 		t.Errorf("the report changed the slices it was given")
+	}
+}
+
+// A claim whose devices report binding conditions says which wait, since
+// when, or which failed.
+func TestWriteClaimBinding(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	claim := func(stamped bool, reported ...string) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+			{Request: "r", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0", BindingConditions: []string{"Attached"}, BindingFailureConditions: []string{"AttachFailed"}},
+			{Request: "r", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-1"},
+		}}}
+		if stamped {
+			c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: now.Add(-3 * time.Minute)}
+		}
+		for _, cond := range reported {
+			c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0",
+				Conditions: []metav1.Condition{{Type: cond, Status: metav1.ConditionTrue}}})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		claim *resourceapi.ResourceClaim
+		want  string // "" for no binding line
+	}{
+		{"waiting", claim(true), "binding: waiting for n/gpu-0 (Attached), allocated 3m0s ago; the scheduler frees the claim once its bindingTimeout passes"},
+		{"waiting, no timestamp", claim(false), "binding: waiting for n/gpu-0 (Attached), with no allocation timestamp, so without a timeout"},
+		{"failed", claim(true, "AttachFailed"), "binding failed: n/gpu-0 (AttachFailed); the scheduler frees the claim at its pod's next attempt"},
+		{"attached", claim(true, "Attached"), ""},
+	} {
+		var b strings.Builder
+		writeClaim(&b, tc.claim, now)
+		got := b.String()
+		if tc.want == "" && strings.Contains(got, "binding") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: written as %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -130,8 +130,8 @@ func TestWriteReasons(t *testing.T) {
 		name, reason, msg, want string
 	}{
 		{"per node, with preemption", "Unschedulable",
-			"0/1 nodes are available: 1 cannot allocate all claims (claim default/<extended-resources>, request container-0-request-0: needs 9, 8 match, 4 free (4 in use)). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
-			"  Unschedulable:\n    0/1 nodes are available:\n      1 cannot allocate all claims (claim default/<extended-resources>, request container-0-request-0: needs 9, 8 match, 4 free (4 in use)).\n    preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.\n"},
+			"0/1 nodes are available: 1 cannot allocate all claims (nvidia.com/gpu of container c: needs 9, 8 match, 4 free (4 in use)). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+			"  Unschedulable:\n    0/1 nodes are available:\n      1 cannot allocate all claims (nvidia.com/gpu of container c: needs 9, 8 match, 4 free (4 in use)).\n    preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.\n"},
 		{"per node, a colon in a reason", "Unschedulable",
 			"0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
 			"  Unschedulable:\n    0/3 nodes are available:\n      1 Insufficient cpu\n      2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.\n    preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.\n"},

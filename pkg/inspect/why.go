@@ -8,14 +8,17 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Why explains where a pod stands: bound (where, with which devices) or
@@ -62,7 +65,7 @@ func writeClaims(ctx context.Context, client kubernetes.Interface, b *strings.Bu
 			errs = append(errs, fmt.Errorf("claim %s: %w", c.claim, err))
 			continue
 		}
-		writeClaim(b, claim)
+		writeClaim(b, claim, time.Now())
 	}
 	return errs
 }
@@ -190,7 +193,7 @@ func podClaims(pod *v1.Pod) []podClaim {
 }
 
 // writeClaim says what a claim asks for and what it got.
-func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim) {
+func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time) {
 	fmt.Fprintf(b, "claim %s:\n", c.Name)
 	for _, r := range c.Spec.Devices.Requests {
 		switch {
@@ -213,6 +216,41 @@ func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim) {
 	fmt.Fprintf(b, "  allocated: %s\n", strings.Join(devices, " "))
 	if note := c.Annotations[contract.PlacementAnnotation]; note != "" {
 		fmt.Fprintf(b, "  why these: %s\n", note)
+	}
+	writeBinding(b, c, now)
+}
+
+// writeBinding says where the allocation's device binding conditions
+// stand (devices attached over a fabric report them): which devices
+// report a failure, or still wait, and since when: the claim keeps its
+// pod, or the pod's group, waiting where it is allocated until the
+// scheduler's bindingTimeout passes.
+func writeBinding(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time) {
+	alloc := c.Status.Allocation
+	var waiting, failed []string
+	for i := range alloc.Devices.Results {
+		r := &alloc.Devices.Results[i]
+		conds := topology.DeviceConditions(c, r)
+		for _, f := range r.BindingFailureConditions {
+			if apimeta.IsStatusConditionTrue(conds, f) {
+				failed = append(failed, fmt.Sprintf("%s/%s (%s)", r.Pool, r.Device, f))
+			}
+		}
+		for _, cond := range r.BindingConditions {
+			if !apimeta.IsStatusConditionTrue(conds, cond) {
+				waiting = append(waiting, fmt.Sprintf("%s/%s (%s)", r.Pool, r.Device, cond))
+			}
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		fmt.Fprintf(b, "  binding failed: %s; the scheduler frees the claim at its pod's next attempt\n", strings.Join(failed, " "))
+	case len(waiting) == 0:
+	case alloc.AllocationTimestamp == nil:
+		fmt.Fprintf(b, "  binding: waiting for %s, with no allocation timestamp, so without a timeout\n", strings.Join(waiting, " "))
+	default:
+		fmt.Fprintf(b, "  binding: waiting for %s, allocated %s ago; the scheduler frees the claim once its bindingTimeout passes\n",
+			strings.Join(waiting, " "), now.Sub(alloc.AllocationTimestamp.Time).Round(time.Second))
 	}
 }
 

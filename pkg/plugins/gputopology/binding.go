@@ -9,9 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // errBindingFailed: a device reported one of its binding failure
@@ -57,7 +58,7 @@ func bindingReady(claim *resourceapi.ResourceClaim, timeout time.Duration, now t
 		if len(r.BindingConditions) == 0 {
 			continue
 		}
-		conds := deviceConditions(claim, r)
+		conds := topology.DeviceConditions(claim, r)
 		for _, b := range r.BindingConditions {
 			ready = ready && apimeta.IsStatusConditionTrue(conds, b)
 		}
@@ -112,7 +113,7 @@ func failedBinding(claim *resourceapi.ResourceClaim) (*resourceapi.DeviceRequest
 	}
 	for i := range alloc.Devices.Results {
 		r := &alloc.Devices.Results[i]
-		conds := deviceConditions(claim, r)
+		conds := topology.DeviceConditions(claim, r)
 		for _, f := range r.BindingFailureConditions {
 			if apimeta.IsStatusConditionTrue(conds, f) {
 				return r, f
@@ -126,15 +127,4 @@ func failedBinding(claim *resourceapi.ResourceClaim) (*resourceapi.DeviceRequest
 // from a scheduling attempt, so retries cannot extend it.
 func bindingDeadlinePassed(alloc *resourceapi.AllocationResult, timeout time.Duration, now time.Time) bool {
 	return alloc.AllocationTimestamp != nil && alloc.AllocationTimestamp.Add(timeout).Before(now)
-}
-
-// deviceConditions returns the conditions the driver reported in the
-// claim's status for one allocated device.
-func deviceConditions(claim *resourceapi.ResourceClaim, r *resourceapi.DeviceRequestAllocationResult) []metav1.Condition {
-	for _, d := range claim.Status.Devices {
-		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device && (r.ShareID == nil || d.ShareID != nil && *d.ShareID == string(*r.ShareID)) {
-			return d.Conditions
-		}
-	}
-	return nil
 }
