@@ -399,8 +399,10 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 		}
 		if freed[claim.UID] {
 			// Shared with a pod of the group whose turn freed it: a second
-			// write from the same read would conflict.
-			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+			// write from the same read would conflict. The pod's other
+			// claims may still need freeing.
+			found = true
+			continue
 		}
 		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
 			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
@@ -412,6 +414,9 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 			}
 			return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 		}
+	}
+	if found {
+		return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 	}
 	if s.ext != nil && s.ext.stale() {
 		if err := pl.deleteClaim(ctx, s.ext.claim); err != nil {

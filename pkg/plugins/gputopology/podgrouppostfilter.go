@@ -55,7 +55,7 @@ func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGrou
 		unreserveGroup = unreserveGroup || !found
 	}
 	if pods := pgInfo.GetUnscheduledPods(); unreserveGroup && !constrained && pl.workloadClaims() && len(pods) > 0 {
-		if status := pl.freeGroupClaims(ctx, g, pods[0]); status != nil {
+		if status := pl.freeGroupClaims(ctx, g, pods[0], freed); status != nil {
 			return nil, status
 		}
 	}
@@ -79,8 +79,9 @@ func readGroup(state fwk.PodGroupCycleState) (*groupState, error) {
 // freeGroupClaims deallocates one claim that no node can use where it is
 // allocated and that nothing or only the PodGroup holds, else removes
 // the PodGroup's reservation from one of its claims; only while no pod of
-// the group is assumed or bound (they would be using the claims).
-func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Pod) *fwk.Status {
+// the group is assumed or bound (they would be using the claims). Claims
+// in freed were deallocated already in this call, from the same read.
+func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Pod, freed map[types.UID]bool) *fwk.Status {
 	if pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
 		return nil
 	}
@@ -102,7 +103,7 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 		for _, i := range s.unavailableClaims() {
 			claim := s.claims[i]
 			held := claim.Status.ReservedFor
-			if claim.Status.Allocation == nil || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {
+			if claim.Status.Allocation == nil || freed[claim.UID] || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {
 				continue
 			}
 			logger.V(4).Info("Deallocating claim of the pod group", "podGroup", klog.KObj(pg), "claim", klog.KObj(claim))

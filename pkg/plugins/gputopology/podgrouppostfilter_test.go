@@ -1,6 +1,7 @@
 package gputopology
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -59,35 +61,91 @@ func TestPodGroupPostFilter(t *testing.T) {
 }
 
 // A claim two pods of the group share, unusable where it is, is freed
-// once: a second write from the same read would conflict on a real API
-// server, and an error would stop the group's PostFilter.
-func TestPodGroupPostFilterFreesASharedClaimOnce(t *testing.T) {
-	env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{claim("c", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()}})
-	stored, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, "c", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []*v1.Pod
-	states := map[types.NamespacedName]*stateData{}
-	for _, name := range []string{"p0", "p1"} {
-		pod := podWithClaims(name, "c")
-		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
-		pods = append(pods, pod)
-		states[types.NamespacedName{Namespace: ns, Name: name}] = &stateData{claims: []*resourceapi.ResourceClaim{stored}, unavailable: map[int]bool{0: true}}
-	}
-	state := framework.NewCycleState()
-	state.Write(stateKey, &groupState{pending: map[types.UID]bool{}, pods: states})
-	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-pg"}}
-	env.client.ClearActions()
-	_, status := env.pl.PodGroupPostFilter(env.tCtx, state, &framework.PodGroupInfo{Name: "job", Namespace: ns, UnscheduledPods: pods, PodGroup: pg}, nil)
-	wantStatus(t, "PodGroupPostFilter", status, fwk.Unschedulable, "deallocation and deletion of ResourceClaims completed")
-	updates := 0
-	for _, a := range env.client.Actions() {
-		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
-			updates++
+// once, and the second pod's own unusable claim is still freed (one
+// claim a pod per call, as upstream's PostFilter frees one); in a
+// group whose pods' claims leave it free to drop the PodGroup's
+// reservations (DRAWorkloadResourceClaims, no topology constraint), the
+// claims the pods freed are not written again: a second write from the
+// same read would conflict on a real API server, and the error would
+// stop the group's PostFilter.
+func TestPodGroupPostFilterWritesEachClaimOnce(t *testing.T) {
+	for _, workloadClaims := range []bool{false, true} {
+		env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{
+			claim("shared", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj(),
+			claim("own", 1).Allocation(allocatedOn("node-a", "gpu-1")).Obj(),
+		}})
+		pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-pg"}}
+		env.pl.fts.EnableDRAWorkloadResourceClaims = workloadClaims
+		env.pl.fh = groupHandle{Handle: env.pl.fh, pg: pg}
+		read := func(name string) *resourceapi.ResourceClaim {
+			c, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		shared, own := read("shared"), read("own")
+		var pods []*v1.Pod
+		states := map[types.NamespacedName]*stateData{}
+		// p0 frees the shared claim first; p1 then frees its own.
+		for i, claims := range [][]*resourceapi.ResourceClaim{{shared}, {shared, own}, nil} {
+			name := fmt.Sprintf("p%d", i)
+			pod := podWithClaims(name)
+			pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+			pods = append(pods, pod)
+			unavailable := map[int]bool{}
+			for i := range claims {
+				unavailable[i] = true
+			}
+			states[types.NamespacedName{Namespace: ns, Name: name}] = &stateData{claims: claims, unavailable: unavailable}
+		}
+		state := framework.NewCycleState()
+		state.Write(stateKey, &groupState{pending: map[types.UID]bool{}, pods: states})
+		env.client.ClearActions()
+		_, status := env.pl.PodGroupPostFilter(env.tCtx, state, &framework.PodGroupInfo{Name: "job", Namespace: ns, UnscheduledPods: pods, PodGroup: pg}, nil)
+		if status.IsError() {
+			t.Fatalf("workloadClaims %v: PodGroupPostFilter: %v", workloadClaims, status)
+		}
+		writes := map[string]int{}
+		for _, a := range env.client.Actions() {
+			if u, ok := a.(k8stesting.UpdateAction); ok && a.GetSubresource() == "status" {
+				writes[u.GetObject().(*resourceapi.ResourceClaim).Name]++
+			}
+		}
+		if writes["shared"] != 1 || writes["own"] != 1 {
+			t.Errorf("workloadClaims %v: status writes %v, want shared and own once each", workloadClaims, writes)
 		}
 	}
-	if updates != 1 {
-		t.Errorf("%d status updates of the shared claim, want 1", updates)
-	}
 }
+
+// groupHandle is the test framework's handle with a PodGroup that has no
+// pod scheduled yet, as kube-scheduler's pod-group manager shows it.
+type groupHandle struct {
+	fwk.Handle
+	pg *schedulingv1beta1.PodGroup
+}
+
+func (h groupHandle) PodGroupManager() fwk.PodGroupManager { return groupManager{} }
+
+func (h groupHandle) SnapshotSharedLister() fwk.SharedLister {
+	return groupLister{SharedLister: h.Handle.SnapshotSharedLister(), pg: h.pg}
+}
+
+type groupManager struct{ fwk.PodGroupManager }
+
+func (m groupManager) PodGroupStates() fwk.PodGroupStateLister { return noneScheduled{} }
+
+type groupLister struct {
+	fwk.SharedLister
+	pg *schedulingv1beta1.PodGroup
+}
+
+func (l groupLister) PodGroups() fwk.PodGroupLister { return l }
+
+func (l groupLister) Get(_, _ string) (*schedulingv1beta1.PodGroup, error) { return l.pg, nil }
+
+type noneScheduled struct{ fwk.PodGroupState }
+
+func (noneScheduled) Get(_, _ string) (fwk.PodGroupState, error) { return noneScheduled{}, nil }
+
+func (noneScheduled) ScheduledPodsCount() int { return 0 }
