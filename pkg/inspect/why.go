@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -227,21 +226,8 @@ func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time)
 // scheduler's bindingTimeout passes.
 func writeBinding(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time) {
 	alloc := c.Status.Allocation
-	var waiting, failed []string
-	for i := range alloc.Devices.Results {
-		r := &alloc.Devices.Results[i]
-		conds := topology.DeviceConditions(c, r)
-		for _, f := range r.BindingFailureConditions {
-			if apimeta.IsStatusConditionTrue(conds, f) {
-				failed = append(failed, fmt.Sprintf("%s/%s (%s)", r.Pool, r.Device, f))
-			}
-		}
-		for _, cond := range r.BindingConditions {
-			if !apimeta.IsStatusConditionTrue(conds, cond) {
-				waiting = append(waiting, fmt.Sprintf("%s/%s (%s)", r.Pool, r.Device, cond))
-			}
-		}
-	}
+	failedAt, waitingAt := topology.BindingStatus(c)
+	failed, waiting := deviceConditions(failedAt), deviceConditions(waitingAt)
 	switch {
 	case len(failed) > 0:
 		fmt.Fprintf(b, "  binding failed: %s; the scheduler frees the claim at its pod's next attempt\n", strings.Join(failed, " "))
@@ -252,6 +238,15 @@ func writeBinding(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Tim
 		fmt.Fprintf(b, "  binding: waiting for %s, allocated %s ago; the scheduler frees the claim once its bindingTimeout passes\n",
 			strings.Join(waiting, " "), now.Sub(alloc.AllocationTimestamp.Time).Round(time.Second))
 	}
+}
+
+// deviceConditions writes each as "pool/device (condition)".
+func deviceConditions(dcs []topology.DeviceCondition) []string {
+	out := make([]string, len(dcs))
+	for i, dc := range dcs {
+		out[i] = fmt.Sprintf("%s/%s (%s)", dc.Device.Pool, dc.Device.Device, dc.Condition)
+	}
+	return out
 }
 
 // clauses splits a message into its reasons, each with how many nodes

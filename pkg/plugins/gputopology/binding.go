@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -49,24 +48,15 @@ func bindingReady(claim *resourceapi.ResourceClaim, timeout time.Duration, now t
 	if alloc == nil {
 		return false, nil
 	}
-	if r, f := failedBinding(claim); r != nil {
+	failed, waiting := topology.BindingStatus(claim)
+	if len(failed) > 0 {
+		r, f := failed[0].Device, failed[0].Condition
 		return false, fmt.Errorf("%w: resourceclaim %s, device %s/%s/%s: condition %s", errBindingFailed, klog.KObj(claim), r.Driver, r.Pool, r.Device, f)
 	}
-	ready := true
-	for i := range alloc.Devices.Results {
-		r := &alloc.Devices.Results[i]
-		if len(r.BindingConditions) == 0 {
-			continue
-		}
-		conds := topology.DeviceConditions(claim, r)
-		for _, b := range r.BindingConditions {
-			ready = ready && apimeta.IsStatusConditionTrue(conds, b)
-		}
-	}
-	if !ready && bindingDeadlinePassed(alloc, timeout, now) {
+	if len(waiting) > 0 && bindingDeadlinePassed(alloc, timeout, now) {
 		return false, fmt.Errorf("%w: resourceclaim %s: binding conditions not met %s after allocation", errBindingTimeout, klog.KObj(claim), timeout)
 	}
-	return ready, nil
+	return len(waiting) == 0, nil
 }
 
 // bindingRule is how a profile's GPUTopology judges a claim's binding
@@ -93,8 +83,8 @@ func BindingUnusable(profile string, claim *resourceapi.ResourceClaim, now time.
 	}
 	r, ok := bindingRules.Load(profile)
 	if !ok {
-		failed, _ := failedBinding(claim)
-		return failed != nil
+		failed, _ := topology.BindingStatus(claim)
+		return len(failed) > 0
 	}
 	rule := r.(bindingRule)
 	if !rule.enabled {
@@ -102,25 +92,6 @@ func BindingUnusable(profile string, claim *resourceapi.ResourceClaim, now time.
 	}
 	_, err := bindingReady(claim, rule.timeout, now)
 	return err != nil
-}
-
-// failedBinding is the first allocated device that reports one of its
-// binding failure conditions, with that condition; nil when none does.
-func failedBinding(claim *resourceapi.ResourceClaim) (*resourceapi.DeviceRequestAllocationResult, string) {
-	alloc := claim.Status.Allocation
-	if alloc == nil {
-		return nil, ""
-	}
-	for i := range alloc.Devices.Results {
-		r := &alloc.Devices.Results[i]
-		conds := topology.DeviceConditions(claim, r)
-		for _, f := range r.BindingFailureConditions {
-			if apimeta.IsStatusConditionTrue(conds, f) {
-				return r, f
-			}
-		}
-	}
-	return nil, ""
 }
 
 // bindingDeadlinePassed: the timeout counts from the allocation, not
