@@ -29,9 +29,10 @@ import (
 const memoryNodesEnv = "GPUTOPO_MEMORY_NODES"
 
 // TestSchedulerMemory measures the scheduler process's peak resident
-// memory on a large GPU fleet, next to the same binary running only
-// kube-scheduler's in-tree plugins on the same API server, and fails
-// when gputopo's passes the memory limit its Deployment ships. Half the
+// memory on a large GPU fleet, installed as the cluster's scheduler (both
+// profiles), next to the same binary running only kube-scheduler's
+// in-tree plugins on the same API server, and fails when gputopo's
+// passes the memory limit its Deployment ships. Half the
 // nodes are DGX H100 (NVSwitch), half PCIe H100 NVL pair servers, 8 GPUs
 // each; each scheduler places pods of 1, 2 and 4 GPUs (one per 2.5
 // nodes) on its own half of the fleet, while both cache all of it.
@@ -48,7 +49,9 @@ func TestSchedulerMemory(t *testing.T) {
 	t.Logf("%d nodes and their slices created in %s", nodes, time.Since(start).Round(time.Second))
 
 	kubeconfig := c.schedulerKubeconfig()
-	ours := c.runScheduler("gputopo", schedulerConfig(t, gputopoOnly, kubeconfig))
+	// The recommended install: one process serving default-scheduler and
+	// gputopo-scheduler (no pod asks for the first here).
+	ours := c.runScheduler("gputopo", schedulerConfig(t, bothProfiles, kubeconfig))
 	intree := c.runScheduler("intree", schedulerConfigWith(t, gputopoOnly, kubeconfig, func(cfg map[string]any) {
 		cfg["profiles"] = []any{map[string]any{"schedulerName": "intree-scheduler"}}
 		cfg["leaderElection"] = map[string]any{"leaderElect": false}
