@@ -20,9 +20,11 @@ import (
 var (
 	// Helm's bookkeeping labels on every object.
 	helmLabels = []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart"}
-	// The pod templates' hash of their ConfigMap, so that `helm upgrade`
-	// with new values restarts the pods; kustomize users re-apply.
-	helmAnnotations = []string{"checksum/config"}
+	// What makes a configuration change restart the pods: the chart's
+	// hash of the ConfigMap in the pod templates (`helm upgrade` with new
+	// values), and an overlay's mark on its pod template (applying it
+	// over its base).
+	restartAnnotations = []string{"checksum/config", "gputopo.io/config"}
 	// The chart creates no Namespace: `helm install -n NS
 	// --create-namespace` does, and Helm owns no namespace it installs into.
 	skippedKinds = []string{"Namespace"}
@@ -220,7 +222,7 @@ func stripMeta(m any) {
 	if !ok {
 		return
 	}
-	for field, keys := range map[string][]string{"labels": helmLabels, "annotations": helmAnnotations} {
+	for field, keys := range map[string][]string{"labels": helmLabels, "annotations": restartAnnotations} {
 		values, ok := meta[field].(map[string]any)
 		if !ok {
 			continue

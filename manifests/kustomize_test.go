@@ -201,3 +201,35 @@ func TestOtherNamespaceOverlay(t *testing.T) {
 		}
 	}
 }
+
+// The agent reads its configuration once, at start: an overlay that
+// changes it must change the DaemonSet's pod template too, so that
+// applying it over ../nodeagent restarts the agents. (The scheduler's
+// two modes differ in their ConfigMap alone on purpose: a rolling update
+// between them would let two leaders allocate at once, so docs/install.md
+// has the Deployment scaled to zero first, and the new pods read the new
+// configuration.)
+func TestNodeAgentOverlaysRestartTheAgents(t *testing.T) {
+	parts := func(dir string) (config, template string) {
+		for _, r := range build(t, dir).Resources() {
+			m, err := r.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch r.GetKind() {
+			case "ConfigMap":
+				config = fmt.Sprint(m["data"])
+			case "DaemonSet":
+				template = fmt.Sprint(m["spec"].(map[string]any)["template"])
+			}
+		}
+		return config, template
+	}
+	baseConfig, baseTemplate := parts("nodeagent")
+	for _, overlay := range []string{"nodeagent-clique-label", "nodeagent-mig"} {
+		config, template := parts(overlay)
+		if config != baseConfig && template == baseTemplate {
+			t.Errorf("%s changes the agent's configuration but not its pod template: applying it over nodeagent would not restart the agents", overlay)
+		}
+	}
+}
