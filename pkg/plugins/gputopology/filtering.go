@@ -390,7 +390,9 @@ func (pl *GPUTopology) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v
 
 // deallocatePodClaims frees one claim of the pod that no node can use
 // where it is allocated and that nobody else holds, or deletes the pod's
-// stale extended-resource claim; found reports whether there was one.
+// stale extended-resource claim; found reports whether there was one. A
+// claim in freed (PodGroupPostFilter's: freed for another pod of the
+// group, from the same read) counts as found and is not written again.
 func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *stateData, freed map[types.UID]bool) (found bool, status *fwk.Status) {
 	for _, i := range s.unavailableClaims() {
 		claim := s.claims[i]
