@@ -356,11 +356,16 @@ func TestPodGroupsBadInputAndRestart(t *testing.T) {
 func TestNodeAgentCliqueLabel(t *testing.T) {
 	c := startCluster(t)
 	c.apply("../../manifests/nodeagent", "")
-	// kubectl apply -k of the overlay replaces the base's ConfigMap.
+	// kubectl apply -k of the overlay replaces the base's ConfigMap and
+	// adds the label's RBAC and admission policy; its DaemonSet patch only
+	// marks the pod template, so that the pods restart (the agents here
+	// are processes).
 	if err := c.client.CoreV1().ConfigMaps(agentNamespace).Delete(c.ctx, agentDaemonSet, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.apply("../../manifests/nodeagent-clique-label", "")
+	for _, f := range []string{"configmap.yaml", "rbac.yaml", "admission-policy.yaml"} {
+		c.apply("../../manifests/nodeagent-clique-label/"+f, "")
+	}
 	trays := []string{"tray-0", "tray-1"}
 	for _, n := range trays {
 		c.node(n, map[string]string{"team": "a"})
