@@ -82,27 +82,41 @@ func (c *cluster) allocatedClaim(ns, pod string, after *metav1.Time) *resourceap
 // conditions copied, no allocation timestamp), and the device attached.
 func (c *cluster) allocatedElsewhere(ns, name, node string) {
 	c.t.Helper()
+	c.setDeviceCondition(c.allocatedOn(ns, name, node, 1, true, nil), attached)
+}
+
+// allocatedOn creates claim name for gpus GPUs and writes its allocation
+// on node's gpu-0 onwards, as another allocator (or an earlier scheduler)
+// would leave it: with the devices' binding conditions when binding, and
+// allocated at the given time (none when nil).
+func (c *cluster) allocatedOn(ns, name, node string, gpus int, binding bool, at *metav1.Time) *resourceapi.ResourceClaim {
+	c.t.Helper()
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       gpuTemplate(ns, name, driver, 1).Spec.Spec,
+		Spec:       gpuTemplate(ns, name, driver, int64(gpus)).Spec.Spec,
 	}
 	created, err := c.client.ResourceV1().ResourceClaims(ns).Create(c.ctx, claim, metav1.CreateOptions{})
 	if err != nil {
 		c.t.Fatalf("create claim %s: %v", name, err)
 	}
-	created.Status.Allocation = &resourceapi.AllocationResult{
-		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-			Request: "gpus", Driver: driver, Pool: node, Device: "gpu-0",
-			BindingConditions: []string{attached}, BindingFailureConditions: []string{failed},
-		}}},
+	alloc := &resourceapi.AllocationResult{
+		AllocationTimestamp: at,
 		NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
 			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}}},
 	}
+	for i := range gpus {
+		r := resourceapi.DeviceRequestAllocationResult{Request: "gpus", Driver: driver, Pool: node, Device: fmt.Sprintf("gpu-%d", i)}
+		if binding {
+			r.BindingConditions, r.BindingFailureConditions = []string{attached}, []string{failed}
+		}
+		alloc.Devices.Results = append(alloc.Devices.Results, r)
+	}
+	created.Status.Allocation = alloc
 	allocated, err := c.client.ResourceV1().ResourceClaims(ns).UpdateStatus(c.ctx, created, metav1.UpdateOptions{})
 	if err != nil {
 		c.t.Fatalf("allocate claim %s: %v", name, err)
 	}
-	c.setDeviceCondition(allocated, attached)
+	return allocated
 }
 
 // Devices with binding conditions: when a device reports its failure

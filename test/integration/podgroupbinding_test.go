@@ -1,50 +1,16 @@
 package integration
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
 )
-
-// allocatedTray creates claim name for the four GPUs of node, allocated
-// there as another allocator (or an earlier scheduler) left it: with
-// binding conditions that no driver reported when bindingSince is set,
-// allocated at that time.
-func (c *cluster) allocatedTray(ns, name, node string, bindingSince *metav1.Time) {
-	c.t.Helper()
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       gpuTemplate(ns, name, contract.ClassGPU, 4).Spec.Spec,
-	}
-	created, err := c.client.ResourceV1().ResourceClaims(ns).Create(c.ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		c.t.Fatalf("create claim %s: %v", name, err)
-	}
-	alloc := &resourceapi.AllocationResult{
-		AllocationTimestamp: bindingSince,
-		NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}}},
-	}
-	for i := range 4 {
-		r := resourceapi.DeviceRequestAllocationResult{Request: "gpus", Driver: driver, Pool: node, Device: fmt.Sprintf("gpu-%d", i)}
-		if bindingSince != nil {
-			r.BindingConditions, r.BindingFailureConditions = []string{attached}, []string{failed}
-		}
-		alloc.Devices.Results = append(alloc.Devices.Results, r)
-	}
-	created.Status.Allocation = alloc
-	if _, err := c.client.ResourceV1().ResourceClaims(ns).UpdateStatus(c.ctx, created, metav1.UpdateOptions{}); err != nil {
-		c.t.Fatalf("allocate claim %s: %v", name, err)
-	}
-}
 
 // A gang member's claim allocated in a rack that lacks room for the
 // rest of the group, its binding conditions never met: within
@@ -62,10 +28,10 @@ func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	const ns = "groups"
 	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, gpuTemplate(ns, "gb200x4", contract.ClassGPU, 4))
 	// Rack 0 of each fleet: the claim on tray 0, another user's on tray 1.
-	c.allocatedTray(ns, "stale", "f-r0-t00", &metav1.Time{Time: time.Now().Add(-time.Hour).Truncate(time.Second)})
-	c.allocatedTray(ns, "other-f", "f-r0-t01", nil)
-	c.allocatedTray(ns, "binding", "h-r0-t00", &metav1.Time{Time: time.Now().Truncate(time.Second)})
-	c.allocatedTray(ns, "other-h", "h-r0-t01", nil)
+	c.allocatedOn(ns, "stale", "f-r0-t00", 4, true, &metav1.Time{Time: time.Now().Add(-time.Hour).Truncate(time.Second)})
+	c.allocatedOn(ns, "other-f", "f-r0-t01", 4, false, nil)
+	c.allocatedOn(ns, "binding", "h-r0-t00", 4, true, &metav1.Time{Time: time.Now().Truncate(time.Second)})
+	c.allocatedOn(ns, "other-h", "h-r0-t01", 4, false, nil)
 	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
 
 	// 18 pods of 4 GPUs each: the claim's pod and 68 GPUs more, where
