@@ -30,10 +30,7 @@ func (pl *GPUTopology) unavailableOn(node *v1.Node, availableOn *nodeaffinity.No
 	if availableOn != nil && !availableOn.Match(node) {
 		return fmt.Sprintf("resourceclaim %s is allocated on other nodes", klog.KObj(claim))
 	}
-	if claim.Status.Allocation == nil || !pl.features.DeviceBindingAndStatus {
-		return ""
-	}
-	if _, err := bindingReady(claim, pl.args.BindingTimeout.Duration, time.Now()); err != nil {
+	if err := pl.bindingRule().unusable(claim, time.Now()); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -66,6 +63,21 @@ type bindingRule struct {
 	timeout time.Duration // its bindingTimeout
 }
 
+func (pl *GPUTopology) bindingRule() bindingRule {
+	return bindingRule{enabled: pl.features.DeviceBindingAndStatus, timeout: pl.args.BindingTimeout.Duration}
+}
+
+// unusable says why the allocated claim's binding conditions make it
+// unusable (bindingReady's error); nil when usable, not allocated, or the
+// rule's gates are off.
+func (r bindingRule) unusable(claim *resourceapi.ResourceClaim, now time.Time) error {
+	if claim.Status.Allocation == nil || !r.enabled {
+		return nil
+	}
+	_, err := bindingReady(claim, r.timeout, now)
+	return err
+}
+
 // bindingRules holds each profile's bindingRule by profile name, for
 // GPUCliquePlacement: it must tell a claim that GPUTopology will free
 // from one still binding, and only GPUTopology's args say when binding
@@ -78,20 +90,12 @@ var bindingRules sync.Map
 // condition, or the conditions were not all met within bindingTimeout of
 // the allocation. In a profile without GPUTopology only a failure counts.
 func BindingUnusable(profile string, claim *resourceapi.ResourceClaim, now time.Time) bool {
-	if claim.Status.Allocation == nil {
-		return false
-	}
 	r, ok := bindingRules.Load(profile)
 	if !ok {
 		failed, _ := topology.BindingStatus(claim)
 		return len(failed) > 0
 	}
-	rule := r.(bindingRule)
-	if !rule.enabled {
-		return false
-	}
-	_, err := bindingReady(claim, rule.timeout, now)
-	return err != nil
+	return r.(bindingRule).unusable(claim, now) != nil
 }
 
 // bindingDeadlinePassed: the timeout counts from the allocation, not

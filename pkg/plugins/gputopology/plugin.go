@@ -119,16 +119,18 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 	}
 	registerMetrics()
 	fleetMetrics.setSource(fh.SharedDRAManager(), features.DeviceTaints)
-	bindingRules.Store(fh.ProfileName(), bindingRule{enabled: features.DeviceBindingAndStatus, timeout: args.BindingTimeout.Duration})
 	var learner *topology.Learner
 	if args.Packing.Enabled {
 		learner = topology.NewLearner(args.Workload, learnerPrior, learnerClasses)
 	}
 	klog.FromContext(ctx).V(2).Info("GPUTopology plugin ready", "profile", fh.ProfileName(), "policy", klog.Format(args))
-	return &GPUTopology{
+	pl := &GPUTopology{
 		args: args, engine: engine, fts: fts, features: features, fh: fh,
 		clientset: fh.ClientSet(), draManager: fh.SharedDRAManager(), learner: learner,
-	}, nil
+	}
+	// For GPUCliquePlacement in this profile (BindingUnusable).
+	bindingRules.Store(fh.ProfileName(), pl.bindingRule())
+	return pl, nil
 }
 
 // Name returns the plugin's name.
