@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 
@@ -189,6 +190,21 @@ func attr(d resourceapi.Device, driver, id string) string {
 	return ""
 }
 
+// consumer names what a claim is reserved for: a pod, a pod group
+// (DRAWorkloadResourceClaims reserves a group's own claim for its
+// PodGroup) or another kind, by resource and group.
+func consumer(namespace string, r resourceapi.ResourceClaimConsumerReference) string {
+	switch {
+	case r.APIGroup == "" && r.Resource == "pods":
+		return "pod " + namespace + "/" + r.Name
+	case r.APIGroup == schedulingv1beta1.GroupName && r.Resource == "podgroups":
+		return "pod group " + namespace + "/" + r.Name
+	case r.APIGroup == "":
+		return r.Resource + " " + namespace + "/" + r.Name
+	}
+	return r.Resource + "." + r.APIGroup + " " + namespace + "/" + r.Name
+}
+
 func model(d resourceapi.Device, driver string) string {
 	m := attr(d, driver, contract.AttrProductName)
 	if p := attr(d, driver, contract.AttrProfile); p != "" {
@@ -210,11 +226,9 @@ func usesByDevice(claims []resourceapi.ResourceClaim) map[string]deviceUse {
 		if c.Status.Allocation == nil {
 			continue
 		}
-		var pods []string
+		var consumers []string
 		for _, r := range c.Status.ReservedFor {
-			if r.Resource == "pods" {
-				pods = append(pods, "pod "+c.Namespace+"/"+r.Name)
-			}
+			consumers = append(consumers, consumer(c.Namespace, r))
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
 			h := "claim " + c.Namespace + "/" + c.Name
@@ -225,8 +239,8 @@ func usesByDevice(claims []resourceapi.ResourceClaim) map[string]deviceUse {
 			if !held {
 				h += " (admin access)"
 			}
-			if len(pods) > 0 {
-				h += " for " + strings.Join(pods, ", ")
+			if len(consumers) > 0 {
+				h += " for " + strings.Join(consumers, ", ")
 			}
 			k := DeviceKey(r.Driver, r.Pool, r.Device)
 			u := out[k]

@@ -45,6 +45,13 @@ func allocated(ns, name, pod string, results ...resourceapi.DeviceRequestAllocat
 	return c
 }
 
+// reservedForGroup reserves c for a PodGroup, as DRAWorkloadResourceClaims
+// reserves a group's own claim.
+func reservedForGroup(c resourceapi.ResourceClaim, group string) resourceapi.ResourceClaim {
+	c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: group, UID: types.UID(group)})
+	return c
+}
+
 func result(pool, dev string) resourceapi.DeviceRequestAllocationResult {
 	return resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: "gpu.nvidia.com", Pool: pool, Device: dev}
 }
@@ -57,7 +64,8 @@ func TestDevices(t *testing.T) {
 	share.ShareID = ptr.To(types.UID("s1"))
 	share.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("16Gi")}
 	slices := []resourceapi.ResourceSlice{
-		slice("tray", device("gpu-1", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"}),
+		slice("tray", device("gpu-2", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"}),
+			device("gpu-1", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"}),
 			device("gpu-0", map[string]string{"type": "gpu", "nvlinkDomain": "nvl72", "cliqueID": "c.1", "productName": "NVIDIA GB200"})),
 		slice("a100", device("gpu-0-mig-3g", map[string]string{"type": "mig", "parentUUID": "GPU-1", "productName": "NVIDIA A100", "profile": "3g.20gb"})),
 		slice("shared", device("gpu-0", map[string]string{"type": "gpu", "productName": "NVIDIA H200"}),
@@ -68,6 +76,7 @@ func TestDevices(t *testing.T) {
 		allocated("ml", "infer", "", result("a100", "gpu-0-mig-3g")),
 		allocated("web", "chat", "chat-0", share),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "pending"}},
+		reservedForGroup(allocated("ml", "group", "", result("tray", "gpu-2")), "train"),
 	}
 	var b strings.Builder
 	if err := WriteDevices(&b, Devices(slices, claims, nil, "")); err != nil {
@@ -80,6 +89,7 @@ func TestDevices(t *testing.T) {
 		"shared  nvlink nvswitch          gpu-1         gpu   NVIDIA H200          tainted gpu.nvidia.com/unhealthy=xid-48:NoExecute",
 		"tray    nvlink nvl72, clique c.1  gpu-0         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
 		"tray    nvlink nvl72, clique c.1  gpu-1         gpu   NVIDIA GB200         claim ml/train for pod ml/train-0",
+		"tray    nvlink nvl72, clique c.1  gpu-2         gpu   NVIDIA GB200         claim ml/group for pod group ml/train",
 	}
 	got := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	if len(got) != len(want) {
@@ -90,7 +100,7 @@ func TestDevices(t *testing.T) {
 			t.Errorf("line %d:\n got %q\nwant %q", i, got[i], want[i])
 		}
 	}
-	if ds := Devices(slices, claims, nil, "tray"); len(ds) != 2 || ds[0].Node != "tray" {
+	if ds := Devices(slices, claims, nil, "tray"); len(ds) != 3 || ds[0].Node != "tray" {
 		t.Errorf("node filter: %+v", ds)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -18,7 +19,8 @@ import (
 // against the pods that exist (the scheduler does not try a gang before
 // minCount of its pods exist, and writes no condition meanwhile), its
 // topology constraint, and the PodGroup's scheduling condition. It reads
-// the PodGroup (get) and the namespace's pods (list). A PodGroup that
+// the PodGroup (get) and the namespace's pods that have not ended (list,
+// in pages): a member that succeeded or failed no longer counts. A PodGroup that
 // does not exist is said; what it cannot read is its error.
 func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Builder, pod *v1.Pod, name string) error {
 	pg, err := client.SchedulingV1beta1().PodGroups(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -31,12 +33,14 @@ func writeGroup(ctx context.Context, client kubernetes.Interface, b *strings.Bui
 	case err != nil:
 		return fmt.Errorf("pod group %s: %w", name, err)
 	}
-	pods, err := client.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{})
+	pods, err := listAll[v1.Pod](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Pods(pod.Namespace).List(ctx, o)
+	}, metav1.ListOptions{FieldSelector: unfinishedPods})
 	if err != nil {
 		return fmt.Errorf("pod group %s: list its pods: %w", name, err)
 	}
 	members, bound := 0, 0
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if g := p.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil && *g.PodGroupName == name {
 			members++
 			if p.Spec.NodeName != "" {

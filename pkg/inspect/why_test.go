@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -109,5 +111,38 @@ func TestWhyPodGroup(t *testing.T) {
 	}
 	if want := "pod group g: 1 pods, 0 bound\n  gang: at least 2 pods start together\n  waiting for 1 more pod(s)"; !strings.Contains(b.String(), want) {
 		t.Errorf("written\n%s\nwant %q", b.String(), want)
+	}
+}
+
+// why counts a group's pods from a list in pages that leaves out the
+// pods that ended: a member that succeeded or failed is not one the gang
+// waits for.
+func TestWhyPodGroupListsUnfinishedPodsInPages(t *testing.T) {
+	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "g"}}
+	pg.Spec.SchedulingPolicy.Gang = &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1200}
+	var pods []v1.Pod
+	for i := range 1201 {
+		p := whyPod("g")
+		p.Name = fmt.Sprintf("train-%d", i)
+		if i%2 == 1 {
+			p.Status.Phase = v1.PodSucceeded
+		}
+		pods = append(pods, *p)
+	}
+	client := fake.NewClientset(whyPod("g"), pg)
+	var seen listed
+	phase := func(p v1.Pod) fields.Set { return fields.Set{"status.phase": string(p.Status.Phase)} }
+	servePages(client, &seen, "pods", pods, phase, func(items []v1.Pod, next string) apiruntime.Object {
+		return &v1.PodList{ListMeta: metav1.ListMeta{Continue: next}, Items: items}
+	})
+	var b strings.Builder
+	if err := Why(context.Background(), client, "ml", "train-0", &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "pod group g: 601 pods, 0 bound\n  gang: at least 1200 pods start together\n  waiting for 599 more pod(s)"; !strings.Contains(b.String(), want) {
+		t.Errorf("written\n%s\nwant %q", b.String(), want)
+	}
+	if n := len(seen.opts["pods"]); n != 2 {
+		t.Errorf("pods listed in %d requests, want 2 pages of 500 (601 pods)", n)
 	}
 }
