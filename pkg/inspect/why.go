@@ -226,27 +226,17 @@ func writeClaim(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time)
 // scheduler's bindingTimeout passes.
 func writeBinding(b *strings.Builder, c *resourceapi.ResourceClaim, now time.Time) {
 	alloc := c.Status.Allocation
-	failedAt, waitingAt := topology.BindingStatus(c)
-	failed, waiting := deviceConditions(failedAt), deviceConditions(waitingAt)
+	failed, waiting := topology.BindingStatus(c)
 	switch {
 	case len(failed) > 0:
-		fmt.Fprintf(b, "  binding failed: %s; the scheduler frees the claim at its pod's next attempt\n", strings.Join(failed, " "))
+		fmt.Fprintf(b, "  binding failed: %s; the scheduler frees the claim at its pod's next attempt\n", topology.JoinDeviceConditions(failed))
 	case len(waiting) == 0:
 	case alloc.AllocationTimestamp == nil:
-		fmt.Fprintf(b, "  binding: waiting for %s, with no allocation timestamp, so without a timeout\n", strings.Join(waiting, " "))
+		fmt.Fprintf(b, "  binding: waiting for %s, with no allocation timestamp, so without a timeout\n", topology.JoinDeviceConditions(waiting))
 	default:
 		fmt.Fprintf(b, "  binding: waiting for %s, allocated %s ago; the scheduler frees the claim once its bindingTimeout passes\n",
-			strings.Join(waiting, " "), now.Sub(alloc.AllocationTimestamp.Time).Round(time.Second))
+			topology.JoinDeviceConditions(waiting), now.Sub(alloc.AllocationTimestamp.Time).Round(time.Second))
 	}
-}
-
-// deviceConditions writes each as "pool/device (condition)".
-func deviceConditions(dcs []topology.DeviceCondition) []string {
-	out := make([]string, len(dcs))
-	for i, dc := range dcs {
-		out[i] = fmt.Sprintf("%s/%s (%s)", dc.Device.Pool, dc.Device.Device, dc.Condition)
-	}
-	return out
 }
 
 // clauses splits a message into its reasons, each with how many nodes

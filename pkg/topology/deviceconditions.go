@@ -1,6 +1,9 @@
 package topology
 
 import (
+	"fmt"
+	"strings"
+
 	resourceapi "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +24,21 @@ func DeviceConditions(claim *resourceapi.ResourceClaim, r *resourceapi.DeviceReq
 type DeviceCondition struct {
 	Device    *resourceapi.DeviceRequestAllocationResult
 	Condition string
+}
+
+// String is "pool/device (condition)".
+func (dc DeviceCondition) String() string {
+	return fmt.Sprintf("%s/%s (%s)", dc.Device.Pool, dc.Device.Device, dc.Condition)
+}
+
+// JoinDeviceConditions writes the conditions as String does, separated by
+// spaces.
+func JoinDeviceConditions(dcs []DeviceCondition) string {
+	out := make([]string, len(dcs))
+	for i, dc := range dcs {
+		out[i] = dc.String()
+	}
+	return strings.Join(out, " ")
 }
 
 // BindingStatus is where the allocation's device binding conditions

@@ -1,11 +1,14 @@
 package gputopology
 
 import (
+	"errors"
 	"sync"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 )
@@ -14,10 +17,12 @@ const subsystem = "gputopo"
 
 var (
 	allocationDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      subsystem,
-		Name:           "allocation_duration_seconds",
-		Help:           "Time to allocate one pod's claims on one node, by result (allocated, unschedulable, error).",
-		Buckets:        metrics.ExponentialBuckets(0.00001, 4, 10),
+		Subsystem: subsystem,
+		Name:      "allocation_duration_seconds",
+		Help:      "Time to allocate one pod's claims on one node, by result (allocated, unschedulable, error).",
+		// Up to 10.5 s: past the shipped filterTimeout (10 s), so that a
+		// Filter cut off there is not only in +Inf.
+		Buckets:        metrics.ExponentialBuckets(0.00001, 4, 11),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	linkClassTotal = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -72,4 +77,41 @@ func observeChoice(q allocator.Quality) {
 	if q.MIGPlaceableBefore > 0 {
 		migPlaceabilityLoss.Observe(q.MIGPlaceableBefore - q.MIGPlaceable)
 	}
+}
+
+// observeBindingWait feeds kube-scheduler's binding-condition metrics as
+// the in-tree plugin does for a PreBind that waited: the wait's duration
+// once per allocated device, and one allocation per device with binding
+// conditions, by profile, driver and how the wait ended. kube-scheduler
+// registers them with DRADeviceBindingConditions on; without a
+// scheduler (unit tests) they do not exist.
+func observeBindingWait(profile string, claims []*resourceapi.ResourceClaim, waited time.Duration, err error) {
+	if schedmetrics.DRABindingConditionsAllocationsTotal == nil || schedmetrics.DRABindingConditionsPreBindDuration == nil {
+		return
+	}
+	status := bindingWaitStatus(err)
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			schedmetrics.DRABindingConditionsPreBindDuration.WithLabelValues(profile, r.Driver, status).Observe(waited.Seconds())
+			if len(r.BindingConditions) > 0 {
+				schedmetrics.DRABindingConditionsAllocationsTotal.WithLabelValues(profile, r.Driver, status).Inc()
+			}
+		}
+	}
+}
+
+// bindingWaitStatus is the in-tree plugin's label for how a wait ended.
+func bindingWaitStatus(err error) string {
+	switch {
+	case err == nil:
+		return schedmetrics.BindingConditionsStatusSuccess
+	case errors.Is(err, errBindingTimeout):
+		return schedmetrics.BindingConditionsStatusTimeout
+	case errors.Is(err, errBindingFailed):
+		return schedmetrics.BindingConditionsStatusFailed
+	}
+	return schedmetrics.BindingConditionsStatusError
 }

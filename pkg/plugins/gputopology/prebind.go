@@ -21,6 +21,7 @@ import (
 
 	"github.com/gputopo/gputopo/pkg/allocator"
 	"github.com/gputopo/gputopo/pkg/contract"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // PreBindPreFlight skips PreBind for pods without claims.
@@ -101,7 +102,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		// Binding conditions are waited for on it as on the others.
 		s.claims = append(s.claims, bound)
 	}
-	if err := pl.waitForBindingConditions(ctx, pod, s); err != nil {
+	if err := pl.waitForBindingConditions(ctx, pod, nodeName, s); err != nil {
 		return fwk.AsStatus(err)
 	}
 	// A pod whose claims take nothing (admin access only) is no choice.
@@ -232,14 +233,24 @@ func podClaimFor(pod *v1.Pod, claim *resourceapi.ResourceClaim) *v1.PodResourceC
 // failure condition, or the binding timeout counted from the allocation,
 // ends the wait with an error: Unreserve then drops the pod's
 // reservation, and the next attempt's Filter and PostFilter deallocate
-// the claim so that it is allocated anew.
-func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod, s *stateData) error {
+// the claim so that it is allocated anew. The wait feeds kube-scheduler's
+// binding-condition metrics, as the in-tree plugin does.
+func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData) error {
 	// As upstream: nothing to wait for without the binding-condition
 	// gates, or when no device of the pod's claims has conditions (its
 	// claims as just written; the claim cache may not hold a new one yet).
 	if !pl.features.DeviceBindingAndStatus || !slices.ContainsFunc(s.claims, hasBindingConditions) {
 		return nil
 	}
+	start := time.Now()
+	err := pl.awaitBinding(ctx, pod, nodeName, s)
+	observeBindingWait(pl.fh.ProfileName(), s.claims, time.Since(start), err)
+	return err
+}
+
+// awaitBinding polls the pod's claims until their binding conditions are
+// met, one fails, or bindingTimeout passes.
+func (pl *GPUTopology) awaitBinding(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData) error {
 	pending := func() (bool, error) {
 		for i, c := range s.claims {
 			claim, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name)
@@ -261,17 +272,32 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 	if err != nil || !waiting {
 		return err
 	}
-	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for device binding conditions")
+	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions of devices on node %s", nodeName)
 	// bindingReady ends the wait at the claims' own deadline; the poll's
-	// limit is only a bound.
+	// limit ends it for a claim allocated elsewhere without a timestamp.
 	err = wait.PollUntilContextTimeout(ctx, time.Second, pl.args.BindingTimeout.Duration+time.Second, false, func(context.Context) (bool, error) {
 		waiting, err := pending()
 		return !waiting, err
 	})
-	if err != nil {
-		return fmt.Errorf("waiting for device binding conditions: %w", err)
+	switch {
+	case err == nil:
+		return nil
+	case wait.Interrupted(err) && ctx.Err() == nil:
+		return fmt.Errorf("%w: %s", errBindingTimeout, stillWaiting(s.claims, pl.args.BindingTimeout.Duration))
 	}
-	return nil
+	return fmt.Errorf("waiting for device binding conditions: %w", err)
+}
+
+// stillWaiting names the claims whose devices' binding conditions were
+// not met within the timeout, and what they wait for.
+func stillWaiting(claims []*resourceapi.ResourceClaim, timeout time.Duration) string {
+	var out []string
+	for _, c := range claims {
+		if _, waiting := topology.BindingStatus(c); len(waiting) > 0 {
+			out = append(out, fmt.Sprintf("resourceclaim %s: binding conditions not met within %s: waiting for %s", klog.KObj(c), timeout, topology.JoinDeviceConditions(waiting)))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // explain words the placement note written on the claims (named in the
