@@ -23,13 +23,14 @@ func FuzzUnmarshal(f *testing.F) {
 		"Nested: {memory: 1Gi}",
 		"blob: AAEC\nfixed: [1, 2]",
 		"kind: a\nkind: b",
+		"kind: a\nKind: b",
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		var a, b file
 		_ = Unmarshal([]byte(in), &a)
-		if strictUnmarshal([]byte(in), &b) != nil {
+		if decodeStrict([]byte(in), &b) != nil {
 			return
 		}
 		tree, ok := parseTree([]byte(in))

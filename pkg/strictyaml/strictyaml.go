@@ -1,9 +1,11 @@
 // Package strictyaml decodes the YAML or JSON files users write (plugin
 // args, the node agent's config, the demo's fleet and workload files)
-// strictly, as sigs.k8s.io/yaml's UnmarshalStrict does, and names the
-// field when decoding fails. UnmarshalStrict alone reports an unknown key,
-// or a value that its type's own unmarshaller refuses (a quantity, a
-// duration), with no hint of where in the file it is.
+// strictly, as kube-scheduler decodes its own configuration (keys match
+// field names exactly, case included; unknown and duplicate keys are
+// errors), and names the field when decoding fails. The decoder alone
+// reports an unknown key, or a value that its type's own unmarshaller
+// refuses (a quantity, a duration), with no hint of where in the file it
+// is.
 package strictyaml
 
 import (
@@ -19,6 +21,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,7 +33,7 @@ func Unmarshal(data []byte, v any) error {
 	if err := oneDocument(data); err != nil {
 		return err
 	}
-	err := yaml.UnmarshalStrict(data, v)
+	err := decodeStrict(data, v)
 	if err == nil {
 		return nil
 	}
@@ -45,6 +48,23 @@ func Unmarshal(data []byte, v any) error {
 		return utilerrors.NewAggregate(errs)
 	}
 	return err
+}
+
+// decodeStrict decodes as kube-scheduler decodes its configuration:
+// with sigs.k8s.io/json, whose keys match field names case-sensitively.
+// sigs.k8s.io/yaml's UnmarshalStrict matches them as encoding/json does,
+// regardless of case, so that a key written twice in two cases
+// ("searchBudget", "SearchBudget") kept one value without a word.
+func decodeStrict(data []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(j, v, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	return utilerrors.NewAggregate(strict)
 }
 
 // oneDocument refuses a file of several YAML documents: the decoder
@@ -147,9 +167,6 @@ func locateStruct(p *field.Path, node any, t reflect.Type) []error {
 	for _, k := range sortedKeys(entries) {
 		ft, found := fields[k]
 		if !found {
-			ft, found = foldedField(fields, k)
-		}
-		if !found {
 			errs = append(errs, unknownField(p, k, sortedKeys(fields)))
 			continue
 		}
@@ -192,17 +209,6 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		fields[name] = f.Type
 	}
 	return fields
-}
-
-// foldedField finds a field as encoding/json does when no name matches
-// exactly: case-insensitively.
-func foldedField(fields map[string]reflect.Type, k string) (reflect.Type, bool) {
-	for name, t := range fields {
-		if strings.EqualFold(name, k) {
-			return t, true
-		}
-	}
-	return nil, false
 }
 
 // decodeLeaf decodes node into a new t and reports the error at p. The

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 type limits struct {
@@ -100,9 +99,13 @@ func TestUnmarshal(t *testing.T) {
 			in:   "items: [{byGPU: {x: 1}}]",
 			want: []string{`items[0].byGPU[x]: Invalid value: "x": key:`},
 		},
-		"case-folded field as encoding/json matches it": {
-			in:   "items: [{Memory: 5x}]",
-			want: []string{`items[0].Memory: Invalid value: "5x"`},
+		"a key in another case is unknown, as kube-scheduler has it": {
+			in:   "items: [{Memory: 5Gi}]",
+			want: []string{`items[0]: unknown field "Memory" (known fields:`},
+		},
+		"a key repeated in another case is refused, not dropped": {
+			in:   "kind: a\nKind: b",
+			want: []string{`unknown field "Kind"`},
 		},
 		"a named inline field is not promoted": {
 			in:   "memory: 1Gi",
@@ -159,6 +162,3 @@ func TestUnmarshalFillsTheValue(t *testing.T) {
 		t.Errorf("decoded %+v", got)
 	}
 }
-
-// strictUnmarshal is the decoder Unmarshal wraps, for comparison.
-func strictUnmarshal(data []byte, v any) error { return yaml.UnmarshalStrict(data, v) }

@@ -33,6 +33,7 @@ func TestLoad(t *testing.T) {
 			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
 		}},
 		{"unknown field", "mode: whole\n", []string{`unknown field "mode"`}, nil},
+		{"a key in another case", "defaultMode: shared\nDefaultMode: whole\n", []string{`unknown field "DefaultMode"`}, nil},
 		{"bad quantity and duration name their fields", "shared:\n  memoryStep: 1 GiB\nhealth:\n  recoverAfter: 5 min\n  flapThreshhold: 2\n",
 			[]string{`shared.memoryStep: Invalid value: "1 GiB": quantities must match`, `health.recoverAfter: Invalid value: "5 min": time: unknown unit`, `health: unknown field "flapThreshhold"`}, nil},
 		// The API server refuses the shared GPUs' request policy (min and

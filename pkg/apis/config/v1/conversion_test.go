@@ -54,6 +54,9 @@ func TestDecode(t *testing.T) {
 		{name: "wrong kind", in: &runtime.Unknown{Raw: []byte("kind: Other\n")}, wantErr: "kind: unsupported value"},
 		{name: "bad duration names the field", in: &runtime.Unknown{Raw: []byte("filterTimeout: 10 seconds\n")}, wantErr: `GPUTopologyArgs: filterTimeout: Invalid value: "10 seconds": time: unknown unit`},
 		{name: "nested typo names its object", in: &runtime.Unknown{Raw: []byte("packing: {wieght: 2}\n")}, wantErr: `GPUTopologyArgs: packing: unknown field "wieght"`},
+		// kube-scheduler matches keys case-sensitively: a key repeated in
+		// another case must not drop one value silently.
+		{name: "a key in another case is unknown", in: &runtime.Unknown{Raw: []byte("searchBudget: 20000\nSearchBudget: 5\n")}, wantErr: `GPUTopologyArgs: unknown field "SearchBudget"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
