@@ -27,6 +27,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"churn", "--seeds=3"}, `unexpected argument "churn"`},
 		{[]string{"--quiet", "false", "--scenario=churn"}, `unexpected argument "false"`},
 		{[]string{"--scenario=churn", "--seeds=99999999999"}, "--seeds=99999999999: want 1 to 1000"},
+		{[]string{"--scenario=churn", "--parallel=400000"}, "--parallel=400000: want 1 to 256"},
+		{[]string{"--scenario=churn", "--parallel=0"}, "--parallel=0: want 1 to 256"},
 		{[]string{"--scenario=churn", "--seed=18446744073709551615", "--seeds=2"}, "the last seed would pass"},
 		{[]string{"--scenario=openb", "--until=NaN"}, "--until=NaN"},
 		{[]string{"--scenario=churn", "--kubeconfig=kc.yaml"}, "--kubeconfig applies to --scenario=default, nvl72, not churn"},

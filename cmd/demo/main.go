@@ -140,8 +140,8 @@ func parse(args []string) (flags, error) {
 	if slices.Contains(flagScenarios["seeds"], f.scenario) && f.seed > math.MaxUint64-uint64(f.seeds-1) {
 		return f, fmt.Errorf("--seed=%d with --seeds=%d: the last seed would pass %d", f.seed, f.seeds, uint64(math.MaxUint64))
 	}
-	if f.parallel < 1 {
-		return f, fmt.Errorf("--parallel=%d: want at least 1", f.parallel)
+	if f.parallel < 1 || f.parallel > maxParallel {
+		return f, fmt.Errorf("--parallel=%d: want 1 to %d (each replay runs a scheduler of its own: more at once than cores only adds memory)", f.parallel, maxParallel)
 	}
 	if f.nodes < 0 {
 		return f, fmt.Errorf("--nodes=%d: want 0 (all) or a positive count", f.nodes)
@@ -227,3 +227,7 @@ func checkFlagsApply(fs *flag.FlagSet, scenario string) error {
 
 // maxSeeds bounds --seeds: every seed is a replay of each trace or stream.
 const maxSeeds = 1000
+
+// maxParallel bounds --parallel: every replay at once holds a scheduler
+// and its fleet in memory.
+const maxParallel = 256

@@ -17,7 +17,9 @@ func inParallel(ctx context.Context, workers, n int, do func(i int) error, done 
 	var stopOnce sync.Once
 	var wg sync.WaitGroup
 	var reporting sync.Mutex
-	for range max(1, workers) {
+	// No more workers than jobs: an idle one costs its stack and nothing
+	// else, but --parallel may be far above the jobs at hand.
+	for range max(1, min(workers, n)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

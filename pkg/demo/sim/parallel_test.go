@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
@@ -28,5 +29,22 @@ func TestInParallelStopsAfterAFailure(t *testing.T) {
 	}
 	if len(reported) == 0 || reported[0] != 0 {
 		t.Errorf("reported %v, want the first success", reported)
+	}
+}
+
+// Workers beyond the jobs at hand are not started: --parallel may be far
+// above the replays of a small table.
+func TestInParallelStartsNoMoreWorkersThanJobs(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var during atomic.Int64
+	err := inParallel(context.Background(), 1<<20, 2, func(int) error {
+		during.Store(max(during.Load(), int64(runtime.NumGoroutine())))
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if extra := during.Load() - int64(before); extra > 10 {
+		t.Errorf("%d goroutines more while 2 jobs ran with 1<<20 workers allowed, want at most 2 workers", extra)
 	}
 }
