@@ -84,8 +84,8 @@ func parse(args []string) (flags, error) {
 	if f.nodeName == "" {
 		return f, errors.New("--node-name (or $NODE_NAME) is required")
 	}
-	if f.probe <= 0 {
-		return f, fmt.Errorf("--health-probe-interval=%v: must be positive", f.probe)
+	if f.probe < minProbeInterval {
+		return f, fmt.Errorf("--health-probe-interval=%v: must be at least %v (where NVML gives no events the agent probes every GPU this often)", f.probe, minProbeInterval)
 	}
 	if !strings.HasPrefix(f.nvmlSource, "mock:") && (f.mock.MIG || f.mock.Rack != "") {
 		return f, fmt.Errorf("--mock-mig and --mock-rack apply to --nvml=mock:<shape> only, not --nvml=%s", f.nvmlSource)
@@ -96,6 +96,10 @@ func parse(args []string) (flags, error) {
 	f.mock.Name = f.nodeName
 	return f, nil
 }
+
+// minProbeInterval bounds --health-probe-interval: a shorter one would
+// keep a core busy probing GPUs.
+const minProbeInterval = 100 * time.Millisecond
 
 func run(ctx context.Context, args []string) error {
 	f, err := parse(args)

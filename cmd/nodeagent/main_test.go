@@ -34,7 +34,8 @@ func TestStartupErrors(t *testing.T) {
 		{[]string{"--node-name", "n", "--config", badConfig}, []string{"defaultMode", "partitioned", "gpus[0]"}},
 		// No NVIDIA driver on this machine: the real library is absent.
 		{append([]string{"--node-name", "n", "--nvml", "real"}, common...), []string{"NVML not available"}},
-		{[]string{"--node-name", "n", "--health-probe-interval", "0s"}, []string{"--health-probe-interval=0s", "positive"}},
+		{[]string{"--node-name", "n", "--health-probe-interval", "0s"}, []string{"--health-probe-interval=0s", "at least 100ms"}},
+		{[]string{"--node-name", "n", "--health-probe-interval=1ns"}, []string{"--health-probe-interval=1ns", "at least 100ms"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-rack", "rack-a"}, []string{"--mock-rack", "gb200-tray"}},
 		{[]string{"--node-name", "n", "--mock-mig"}, []string{"--mock-mig", "--nvml=real"}},
 		{[]string{"--node-name=n", "--nvml=mock:dgxh100", "--mock-mig", "false", "--config=" + badConfig}, []string{`unexpected argument "false"`, "--name=value"}},

@@ -214,6 +214,11 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		a.republishOnHealthChanges(ctx)
 	}()
 	logger.Info("Node agent started", "node", o.NodeName, "driver", o.Config.DriverName, "gpus", len(gpus), "devices", len(layout.Devices))
+	// Which rule of the configuration applied shows only here: a rule
+	// that matched no GPU is otherwise silent.
+	for _, g := range gpus {
+		logger.Info("GPU configured", "index", g.Index, "product", g.Product, "uuid", g.UUID, "mode", o.Config.ModeOf(g.Index, g.Product))
+	}
 	return a, nil
 }
 

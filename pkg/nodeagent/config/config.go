@@ -257,10 +257,12 @@ func validMode(p *field.Path, m Mode) field.ErrorList {
 	return field.ErrorList{field.NotSupported(p, m, []Mode{Whole, MIG, Shared})}
 }
 
-// ModeOf returns the mode for a GPU.
+// ModeOf returns the mode for a GPU: that of the first rule it matches,
+// by index and by product name (a substring, in any case: "h100" is
+// meant for an "NVIDIA H100 80GB HBM3"), else the default.
 func (c Config) ModeOf(index int, product string) Mode {
 	for _, r := range c.GPUs {
-		if r.Product != "" && !strings.Contains(product, r.Product) {
+		if r.Product != "" && !strings.Contains(strings.ToLower(product), strings.ToLower(r.Product)) {
 			continue
 		}
 		if len(r.Indexes) > 0 && !containsInt(r.Indexes, index) {

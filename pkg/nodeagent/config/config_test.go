@@ -32,6 +32,10 @@ func TestLoad(t *testing.T) {
 		{"rules", "defaultMode: shared\ngpus:\n- product: A100\n  mode: mig\n- indexes: [7]\n  mode: whole\n", nil, func(c config.Config) bool {
 			return c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.MIG && c.ModeOf(7, "NVIDIA L40S") == config.Whole && c.ModeOf(1, "NVIDIA L40S") == config.Shared
 		}},
+		// A product is matched in any case, as people write it.
+		{"product in another case", "gpus:\n- product: h100\n  mode: shared\n", nil, func(c config.Config) bool {
+			return c.ModeOf(0, "NVIDIA H100 80GB HBM3") == config.Shared && c.ModeOf(0, "NVIDIA A100-SXM4-80GB") == config.Whole
+		}},
 		{"unknown field", "mode: whole\n", []string{`unknown field "mode"`}, nil},
 		{"a key in another case", "defaultMode: shared\nDefaultMode: whole\n", []string{`unknown field "DefaultMode"`}, nil},
 		{"bad quantity and duration name their fields", "shared:\n  memoryStep: 1 GiB\nhealth:\n  recoverAfter: 5 min\n  flapThreshhold: 2\n",
