@@ -82,16 +82,7 @@ func TestWhyNamespace(t *testing.T) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
 	}))
 	defer api.Close()
-	kubeconfig := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+api.URL+`"}}]
-users: [{name: u, user: {}}]
-contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team-a}}]
-current-context: ctx
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kubeconfigFor(t, api.URL)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -205,6 +196,40 @@ current-context: dev
 	} {
 		if err := run(context.Background(), strings.Fields(args), &strings.Builder{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", args, err, want)
+		}
+	}
+}
+
+// kubeconfigFor writes a kubeconfig for the API server at url, whose
+// context's namespace is team-a.
+func kubeconfigFor(t *testing.T, url string) string {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+url+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team-a}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// A read the API server refuses says which role grants what the plugin
+// reads, for every command.
+func TestForbiddenNamesTheRole(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","message":"forbidden: User \"alice\" cannot list resource","code":403}`))
+	}))
+	defer api.Close()
+	kubeconfig := kubeconfigFor(t, api.URL)
+	for _, args := range [][]string{{"nodes"}, {"why", "train-0"}, {"report"}} {
+		err := run(context.Background(), append(args, "--kubeconfig", kubeconfig), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), "User \"alice\" cannot") || !strings.Contains(err.Error(), "gputopo-viewer ClusterRole of manifests/kubectl") {
+			t.Errorf("%v: %v, want the API server's refusal and the role that grants the reads", args, err)
 		}
 	}
 }

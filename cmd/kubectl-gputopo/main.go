@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -105,11 +106,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				return fmt.Errorf("kubeconfig: %w", err)
 			}
 		}
-		return inspect.Why(ctx, client, ns, positional[0], out)
+		return withRoleHint(inspect.Why(ctx, client, ns, positional[0], out))
 	case "report":
-		return writeReport(ctx, client, host, *outFile, out)
+		return withRoleHint(writeReport(ctx, client, host, *outFile, out))
 	}
-	return inspect.Nodes(ctx, client, *node, out, os.Stderr)
+	return withRoleHint(inspect.Nodes(ctx, client, *node, out, os.Stderr))
+}
+
+// withRoleHint says where the permissions come from when the API server
+// refused a read.
+func withRoleHint(err error) error {
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	return fmt.Errorf("%w\nkubectl gputopo reads slices, claims, pods, pod groups and DeviceTaintRules: the gputopo-viewer ClusterRole of manifests/kubectl grants that; bind it to your user or group (docs/kubectl.md)", err)
 }
 
 func isHelp(arg string) bool { return arg == "-h" || arg == "--help" }
