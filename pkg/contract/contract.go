@@ -73,6 +73,10 @@ const (
 	CapacityMultiprocessors = "multiprocessors"
 )
 
+// SharedComputePercent is the compute capacity of a shared GPU: its
+// shares ask for a percent of its SMs.
+const SharedComputePercent = 100
+
 // DeviceClasses of manifests/scheduler/deviceclasses.
 const (
 	ClassGPU       = "gpu.nvidia.com"

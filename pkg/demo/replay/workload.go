@@ -117,7 +117,8 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		return w, fmt.Errorf("%s: %w", source, err)
 	}
 	var errs field.ErrorList
-	if w.Steps < 1 || w.Steps > MaxSteps {
+	stepsValid := w.Steps >= 1 && w.Steps <= MaxSteps
+	if !stepsValid {
 		errs = append(errs, field.Invalid(field.NewPath("steps"), w.Steps, fmt.Sprintf("must be in 1..%d", MaxSteps)))
 	}
 	for name, t := range w.Templates {
@@ -143,8 +144,11 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 				errs = append(errs, field.Invalid(p.Child(what), q.String(), "must be positive"))
 			}
 		}
-		if t.GPUs < 0 {
-			errs = append(errs, field.Invalid(p.Child("gpus"), t.GPUs, "must not be negative (0: count)"))
+		if t.Class == contract.ClassSharedGPU && t.Compute != nil && t.Compute.Cmp(*resource.NewQuantity(contract.SharedComputePercent, resource.DecimalSI)) > 0 {
+			errs = append(errs, field.Invalid(p.Child("compute"), t.Compute.String(), fmt.Sprintf("must be at most %d, a shared GPU's compute (percent of its SMs)", contract.SharedComputePercent)))
+		}
+		if count := max(t.Count, 1); t.GPUs < 0 || t.GPUs > float64(count) {
+			errs = append(errs, field.Invalid(p.Child("gpus"), t.GPUs, fmt.Sprintf("must be in 0..%d, the devices the claim holds (0: count)", count)))
 		}
 		if t.Resource != "" {
 			switch {
@@ -180,15 +184,9 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		if g.Count < 1 || g.Count > MaxPods {
 			errs = append(errs, field.Invalid(p.Child("count"), g.Count, fmt.Sprintf("must be in 1..%d", MaxPods)))
 		}
-		if g.Arrive < 0 || g.Arrive >= w.Steps {
-			errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", w.Steps-1)))
-		}
-		if g.Leave != 0 && (g.Leave <= g.Arrive || g.Leave >= w.Steps) {
-			msg := fmt.Sprintf("must be a step after arrive, in %d..%d (0: the pods stay)", g.Arrive+1, w.Steps-1)
-			if g.Arrive+1 >= w.Steps {
-				msg = "must be 0: the pods arrive at the last step"
-			}
-			errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, msg))
+		// arrive and leave are judged against a valid steps only.
+		if stepsValid {
+			errs = append(errs, stepErrors(p, g, w.Steps)...)
 		}
 		if gang := g.Group; gang != nil {
 			if gang.MinCount < 0 || gang.MinCount > g.Count {
@@ -225,4 +223,20 @@ func ParseWorkload(data []byte, source string) (Workload, error) {
 		w.Templates[name] = t
 	}
 	return w, nil
+}
+
+// stepErrors judges the pods' arrive and leave steps against steps.
+func stepErrors(p *field.Path, g PodGroup, steps int) field.ErrorList {
+	var errs field.ErrorList
+	if g.Arrive < 0 || g.Arrive >= steps {
+		errs = append(errs, field.Invalid(p.Child("arrive"), g.Arrive, fmt.Sprintf("must be a step in 0..%d", steps-1)))
+	}
+	if g.Leave != 0 && (g.Leave <= g.Arrive || g.Leave >= steps) {
+		msg := fmt.Sprintf("must be a step after arrive, in %d..%d (0: the pods stay)", g.Arrive+1, steps-1)
+		if g.Arrive+1 >= steps {
+			msg = "must be 0: the pods arrive at the last step"
+		}
+		errs = append(errs, field.Invalid(p.Child("leave"), g.Leave, msg))
+	}
+	return errs
 }

@@ -89,6 +89,8 @@ func TestRackLabels(t *testing.T) {
 func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 	for _, tc := range []struct{ template, pod, want string }{
 		{"{class: gpu.nvidia.com, gpus: -3}", "{name: a, template: x, count: 1, arrive: 0}", "templates[x].gpus: Invalid value: -3"},
+		{"{class: gpu.nvidia.com, count: 2, gpus: 1e308}", "{name: a, template: x, count: 1, arrive: 0}", "templates[x].gpus: Invalid value: 1e+308: must be in 0..2, the devices the claim holds"},
+		{"{class: shared.gpu.nvidia.com, compute: 150}", "{name: a, template: x, count: 1, arrive: 0}", "templates[x].compute: Invalid value: \"150\": must be at most 100, a shared GPU's compute"},
 		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 0, leave: 99}", "pods[0].leave: Invalid value: 99: must be a step after arrive, in 1..1"},
 		{"{class: gpu.nvidia.com}", "{name: a, template: x, count: 1, arrive: 1, leave: 1}", "pods[0].leave: Invalid value: 1: must be 0: the pods arrive at the last step"},
 	} {
@@ -107,6 +109,11 @@ func TestParseWorkloadRefusesCountsAndStepsOutOfRange(t *testing.T) {
 		if _, err := ParseWorkload([]byte(body), "bad.yaml"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want one containing %q", body, err, want)
 		}
+	}
+	// An invalid steps is said once, not again for every arrive.
+	zero := "steps: 0\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 1, arrive: 0}\n"
+	if _, err := ParseWorkload([]byte(zero), "bad.yaml"); err == nil || strings.Contains(err.Error(), "arrive") {
+		t.Errorf("steps 0: error %v, want one about steps only", err)
 	}
 	ok := "steps: 2\ntemplates:\n  x: {class: gpu.nvidia.com}\npods:\n- {name: a, template: x, count: 1, arrive: 0, leave: 1}\n"
 	if _, err := ParseWorkload([]byte(ok), "ok.yaml"); err != nil {

@@ -148,7 +148,7 @@ func (l *Layout) shareable(dev *resourceapi.Device) {
 	}
 	dev.Capacity[contract.CapacityMemory] = mem
 	dev.Capacity[contract.CapacityCompute] = resourceapi.DeviceCapacity{
-		Value: resource.MustParse("100"),
+		Value: *resource.NewQuantity(contract.SharedComputePercent, resource.DecimalSI),
 		RequestPolicy: &resourceapi.CapacityRequestPolicy{
 			Default:    resource.NewQuantity(p.DefaultComputePercent, resource.DecimalSI),
 			ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1")), Step: ptr.To(resource.MustParse("1"))},
