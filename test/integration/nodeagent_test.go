@@ -106,6 +106,28 @@ func (c *cluster) poolDevices(node string) (devices, tainted int) {
 	return devices, tainted
 }
 
+// checkTaintsStampedByTheAPIServer checks that every taint of the node's
+// slices has a time added, which the agent leaves to the API server: the
+// eviction controller counts tolerationSeconds from it.
+func (c *cluster) checkTaintsStampedByTheAPIServer(node string) {
+	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if ptr.Deref(s.Spec.NodeName, "") != node {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			for _, taint := range d.Taints {
+				if taint.TimeAdded == nil || time.Since(taint.TimeAdded.Time).Abs() > time.Minute {
+					c.t.Errorf("%s: taint %s added %v, want the API server's time of publishing", d.Name, taint.Key, taint.TimeAdded)
+				}
+			}
+		}
+	}
+}
+
 // Node agents in mock mode publish through the real API server (its
 // validation, the manifests' RBAC and admission policy), the scheduler
 // allocates from their slices, the agents prepare what it allocated, and
@@ -295,6 +317,7 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 		_, tainted := c.poolDevices("dgx-h100")
 		return tainted == 7, nil
 	})
+	c.checkTaintsStampedByTheAPIServer("dgx-h100")
 	c.create(gpuTemplate(ns, "one-gpu", "gpu.nvidia.com", 1))
 	c.create(podOn(ns, "h1", "one-gpu", "gputopo-scheduler", "dgx-h100"))
 	h1 := c.waitScheduled(ns, "h1")["h1"]

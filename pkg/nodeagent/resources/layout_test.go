@@ -326,6 +326,10 @@ func TestHealthTaints(t *testing.T) {
 		if idx := *d.Attributes["index"].IntValue; idx != 1 || d.Taints[0].Key != "gpu.nvidia.com/unhealthy" || d.Taints[0].Effect != resourceapi.DeviceTaintEffectNoExecute {
 			t.Errorf("%s (GPU %d): taints %+v", d.Name, idx, d.Taints)
 		}
+		// The API server stamps the time on its clock, not the node's.
+		if d.Taints[0].TimeAdded != nil {
+			t.Errorf("%s: taint published with timeAdded %v, want it left to the API server", d.Name, d.Taints[0].TimeAdded)
+		}
 	}
 	if tainted != 19 {
 		t.Errorf("%d tainted devices, want the 19 of GPU 1 (whole + 18 placements)", tainted)

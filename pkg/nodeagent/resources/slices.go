@@ -127,10 +127,11 @@ func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 		}
 	}
 	if t.Effect != "" {
-		dev.Taints = []resourceapi.DeviceTaint{{
-			Key: l.TaintKey(), Value: t.Value, Effect: t.Effect,
-			TimeAdded: ptr.To(metav1.NewTime(t.Since.Truncate(time.Second))),
-		}}
+		// No TimeAdded: the API server stamps it on its own clock, and
+		// the slice controller keeps that stamp while the taint stays.
+		// The eviction controller counts tolerationSeconds from it, so a
+		// node's clock ahead or behind would move every eviction.
+		dev.Taints = []resourceapi.DeviceTaint{{Key: l.TaintKey(), Value: t.Value, Effect: t.Effect}}
 	}
 	return dev
 }
