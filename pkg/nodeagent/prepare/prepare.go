@@ -145,6 +145,13 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	if err != nil {
 		return nil, err
 	}
+	if len(c.Devices) == 0 {
+		// None of this driver's (the kubelet asks the drivers it recorded
+		// for the claim, and it was allocated anew elsewhere): nothing to
+		// prepare, and a spec of no devices is invalid.
+		klog.FromContext(ctx).V(2).Info("Claim has no devices of this driver", "claim", claimRef(c))
+		return nil, nil
+	}
 	if old, ok := p.claims[uid]; ok {
 		c = resume(c, old) // a prepare interrupted by a crash
 	}

@@ -699,3 +699,34 @@ func TestPrepareAClaimAllocatedAnew(t *testing.T) {
 		t.Errorf("CDI specs %v, want one per claim", specs)
 	}
 }
+
+// A claim allocated anew with none of this driver's devices (the kubelet
+// still asks the drivers it recorded) prepares nothing: the old
+// preparation is undone, and neither a spec nor a checkpoint entry is
+// left, where the prepare failed on a spec of no devices before.
+func TestPrepareAClaimAllocatedAnewElsewhere(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	first := claim("a").device("gpu-1").obj()
+	first.ResourceVersion = "10"
+	if _, err := n.p.Prepare(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	again := claim("a").device("gpu-1").obj()
+	again.ResourceVersion = "17"
+	again.Status.Allocation.Devices.Results[0].Driver = "other.example.com"
+	devs, err := n.p.Prepare(ctx, again)
+	if err != nil || len(devs) != 0 {
+		t.Fatalf("prepare: %v, %v; want no devices and no error", devs, err)
+	}
+	if got := n.p.Claims(); len(got) != 0 {
+		t.Errorf("checkpoint holds %+v, want nothing", got)
+	}
+	if specs, _ := filepath.Glob(filepath.Join(n.dir, "cdi", "*")); len(specs) != 0 {
+		t.Errorf("CDI specs %v, want none", specs)
+	}
+	n.restart(t)
+	if got := n.p.Claims(); len(got) != 0 {
+		t.Errorf("checkpoint after a restart holds %+v, want nothing", got)
+	}
+}
