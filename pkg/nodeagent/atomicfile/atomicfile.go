@@ -6,6 +6,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write replaces path with data: a temporary file in the same
@@ -41,4 +42,28 @@ func Write(path string, data []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Read reads a file Write wrote, and removes the temporary files of
+// writes a kill interrupted (the agent's memory limit makes that
+// plausible): nothing else removes them, and each crash would leave one
+// more. Only one writer may use path, as one agent runs per node.
+func Read(path string) ([]byte, error) {
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), globEscape(filepath.Base(path))+".tmp-*"))
+	for _, f := range leftovers {
+		_ = os.Remove(f) // best effort: a leftover only takes room
+	}
+	return os.ReadFile(path)
+}
+
+// globEscape escapes the pattern characters of a file name.
+func globEscape(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -65,7 +65,7 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	if m.opts.StatePath == "" {
 		return nil
 	}
-	data, err := os.ReadFile(m.opts.StatePath)
+	data, err := atomicfile.Read(m.opts.StatePath)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

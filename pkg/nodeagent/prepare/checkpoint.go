@@ -123,10 +123,13 @@ func checksum(claims map[string]Claim) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// recoverHint follows every error that stops the agent on its checkpoint.
+const recoverHint = "docs/nodeagent.md says how to recover"
+
 // loadCheckpoint reads the checkpoint and the boot it was written in; a
 // missing file is an empty one.
 func loadCheckpoint(path string) (map[string]Claim, string, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[string]Claim{}, "", nil
 	}
@@ -135,10 +138,10 @@ func loadCheckpoint(path string) (map[string]Claim, string, error) {
 	}
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, "", fmt.Errorf("checkpoint %s: %w", path, err)
+		return nil, "", fmt.Errorf("checkpoint %s: %w (%s)", path, err, recoverHint)
 	}
 	if f.Version < 1 || f.Version > checkpointVersion {
-		return nil, "", fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 to %d", path, f.Version, checkpointVersion)
+		return nil, "", fmt.Errorf("checkpoint %s: version %d, this agent reads versions 1 to %d (%s)", path, f.Version, checkpointVersion, recoverHint)
 	}
 	if f.Claims == nil {
 		f.Claims = map[string]Claim{}
@@ -148,7 +151,7 @@ func loadCheckpoint(path string) (map[string]Claim, string, error) {
 		return nil, "", err
 	}
 	if sum != f.Checksum {
-		return nil, "", fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited; docs/nodeagent.md says how to recover)", path)
+		return nil, "", fmt.Errorf("checkpoint %s: checksum mismatch (file corrupt or edited; %s)", path, recoverHint)
 	}
 	if f.Version == 1 {
 		migrateV1(f.Claims)
