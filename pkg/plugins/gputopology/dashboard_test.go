@@ -49,6 +49,15 @@ func TestDashboardMetricsExist(t *testing.T) {
 			}
 		}
 	}
+	// kube-scheduler's metrics are gputopo's scheduler's only: a
+	// cluster's own kube-scheduler serves them too.
+	for panel, exprs := range panels {
+		for _, expr := range exprs {
+			if strings.Contains(expr, "scheduler_") && !strings.Contains(expr, "group by (instance) (gputopo_fleet_scrape_errors_total)") {
+				t.Errorf("panel %q: %q does not keep to gputopo's scheduler instances", panel, expr)
+			}
+		}
+	}
 	// The gauges this dashboard exists for are on it.
 	for _, name := range []string{"gputopo_fleet_gpus", "gputopo_fleet_stranded_gpus", "gputopo_fleet_nvlink_domains", "gputopo_fleet_cliques",
 		"gputopo_fleet_mig_placeable", "gputopo_allocation_duration_seconds_bucket", "gputopo_allocated_link_class_total",
