@@ -41,6 +41,22 @@ func TestBadValues(t *testing.T) {
 		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},
 		{`nodeAgent: {config: {driverName: gpu.example.com}}`, "/nodeAgent/config/driverName"},
 		{`podGroups: true`, "/podGroups"},
+		{`scheduler: {featureGates: {"x,y=z": true}}`, "invalid propertyName 'x,y=z'"},
+		{"podGroups: {enabled: true}\nscheduler: {featureGates: {GenericWorkload: false}}", "scheduler.featureGates.GenericWorkload: false, but podGroups.enabled needs it on"},
+		// The node agent's configuration, which it refuses at start on
+		// every GPU node.
+		{`nodeAgent: {config: {defaultMode: partitioned}}`, "/nodeAgent/config/defaultMode"},
+		{`nodeAgent: {config: {defaultmode: mig}}`, "defaultmode"},
+		{`nodeAgent: {config: {gpus: [{mode: Mig, product: A100}]}}`, "/nodeAgent/config/gpus/0/mode"},
+		{`nodeAgent: {config: {gpus: {product: A100, mode: mig}}}`, "/nodeAgent/config/gpus"},
+		{`nodeAgent: {config: {gpus: [{mode: mig}]}}`, "/nodeAgent/config/gpus/0"},
+		{`nodeAgent: {config: {shared: {memoryStep: 0}}}`, "/nodeAgent/config/shared/memoryStep"},
+		{`nodeAgent: {config: {health: {recoverAfter: 5 min}}}`, "/nodeAgent/config/health/recoverAfter"},
+		{`nodeAgent: {config: {cliqueLabel: "false"}}`, "/nodeAgent/config/cliqueLabel"},
+		// A value set to null is deleted before the schema sees it.
+		{`scheduler: {logLevel: null}`, "logLevel"},
+		{`mode: null`, "mode"},
+		{`nodeAgent: {config: null}`, "config"},
 		// Upstream requires a shape with this strategy; the chart has no value for one.
 		{`scheduler: {nodeResourcesFitScoring: RequestedToCapacityRatio}`, "/scheduler/nodeResourcesFitScoring"},
 	}

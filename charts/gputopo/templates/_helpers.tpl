@@ -25,9 +25,12 @@ system:serviceaccount:{{ .Release.Namespace }}:gputopo-nodeagent
 {{- define "gputopo.featureGates" -}}
 {{- $gates := deepCopy .Values.scheduler.featureGates -}}
 {{- if .Values.podGroups.enabled -}}
-{{- $_ := set $gates "DRAWorkloadResourceClaims" true -}}
-{{- $_ := set $gates "GenericWorkload" true -}}
-{{- $_ := set $gates "TopologyAwareWorkloadScheduling" true -}}
+{{- range $name := list "DRAWorkloadResourceClaims" "GenericWorkload" "TopologyAwareWorkloadScheduling" -}}
+{{- if eq (toString (get $gates $name)) "false" -}}
+{{- fail (printf "scheduler.featureGates.%s: false, but podGroups.enabled needs it on" $name) -}}
+{{- end -}}
+{{- $_ := set $gates $name true -}}
+{{- end -}}
 {{- end -}}
 {{- $out := list -}}
 {{- range $name := keys $gates | sortAlpha -}}
