@@ -19,12 +19,18 @@ import (
 // nowhere, the group is tried in the rack with room, GPUTopology frees
 // the claim when its pod cannot join there, and the group runs whole in
 // that rack. The claim's pod is created last, so that the others are
-// tried first.
+// tried first. A claim without binding conditions left allocated and
+// unreserved (an attempt whose binding failed, a leader that died before
+// binding) holds the group only while its rack has room: here the group
+// runs whole in the other rack too.
 func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	c := startPodGroupCluster(t)
 	c.deviceClasses()
 	cliqueOf := c.nvl72Fleet("f", 2, false)
 	c.nvl72Fleet("h", 2, false)
+	for node, clique := range c.nvl72Fleet("g", 2, false) {
+		cliqueOf[node] = clique
+	}
 	const ns = "groups"
 	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, gpuTemplate(ns, "gb200x4", contract.ClassGPU, 4))
 	// Rack 0 of each fleet: the claim on tray 0, another user's on tray 1.
@@ -32,6 +38,8 @@ func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	c.allocatedOn(ns, "other-f", "f-r0-t01", 4, false, nil)
 	c.allocatedOn(ns, "binding", "h-r0-t00", 4, true, &metav1.Time{Time: time.Now().Truncate(time.Second)})
 	c.allocatedOn(ns, "other-h", "h-r0-t01", 4, false, nil)
+	c.allocatedOn(ns, "leftover", "g-r0-t00", 4, false, nil)
+	c.allocatedOn(ns, "other-g", "g-r0-t01", 4, false, nil)
 	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
 
 	// 18 pods of 4 GPUs each: the claim's pod and 68 GPUs more, where
@@ -48,14 +56,17 @@ func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	}
 	past := group("f", "stale")
 	within := group("h", "binding")
+	left := group("g", "leftover")
 
-	ok, nodes := c.boundWithin(ns, past, 120*time.Second)
-	if !ok {
-		t.Fatalf("group f not bound (%d of %d pods): %s", len(nodes), len(past), c.schedulingMessage(ns, past[len(past)-1]))
-	}
-	for _, p := range past {
-		if got := cliqueOf[nodes[p]]; got != "f-cluster.1" {
-			t.Errorf("pod %s on %s in clique %s, want f-cluster.1, the rack with room", p, nodes[p], got)
+	for fleet, pods := range map[string][]string{"f": past, "g": left} {
+		ok, nodes := c.boundWithin(ns, pods, 120*time.Second)
+		if !ok {
+			t.Fatalf("group %s not bound (%d of %d pods): %s", fleet, len(nodes), len(pods), c.schedulingMessage(ns, pods[len(pods)-1]))
+		}
+		for _, p := range pods {
+			if got := cliqueOf[nodes[p]]; got != fleet+"-cluster.1" {
+				t.Errorf("pod %s on %s in clique %s, want %s-cluster.1, the rack with room", p, nodes[p], got, fleet)
+			}
 		}
 	}
 

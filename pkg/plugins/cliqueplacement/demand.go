@@ -9,6 +9,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 )
 
 // demand is a lower bound of what a group still needs to be placeable:
@@ -112,7 +114,28 @@ func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool) int {
 			n += pl.requestGPUs(r)
 		}
 	}
-	return n + pl.extendedGPUs(pod)
+	return n + pl.unclaimedExtendedGPUs(pod)
+}
+
+// unclaimedExtendedGPUs is extendedGPUs, or nothing when the pod's claim
+// for them is allocated already: an attempt that did not bind (a leader
+// that died in PreBind) left it, and its devices are not free either, so
+// counting both would hide the domain it is in. As with the pod's other
+// allocated claims, the group is tried and GPUTopology deletes the claim
+// when the pod does not fit.
+func (pl *CliquePlacement) unclaimedExtendedGPUs(pod *v1.Pod) int {
+	n := pl.extendedGPUs(pod)
+	if n == 0 {
+		return 0
+	}
+	claims, err := pl.draManager.ResourceClaims().List()
+	if err != nil {
+		return n
+	}
+	if c := gputopology.ExtendedClaimOf(pod, claims); c != nil && c.Status.Allocation != nil {
+		return 0
+	}
+	return n
 }
 
 // requestGPUs: an admin-access request takes devices in use too (the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -59,16 +60,24 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		return nil, status
 	}
 	need := pl.groupNeed(pg, len(scheduled))
-	claimed := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
-	candidates, status := candidates(domains, key, need, pinned, selected, claimed)
+	claimed, leftovers := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
+	cands, status := candidates(domains, key, need, pinned, selected, claimed)
+	if status != nil && leftovers {
+		// Only the pods' own claims, left allocated by an attempt that
+		// did not bind (its binding failed, its leader died), hold the
+		// group to a domain without room: try it where it fits. Those
+		// claims are unusable there, so PodGroupPostFilter frees them;
+		// held where they are, nothing ever would.
+		cands, status = candidates(domains, key, need, pinned, selected, "")
+	}
 	if status != nil {
 		return nil, status
 	}
-	chosen := candidates
+	chosen := cands
 	if need.gpus > 0 {
 		// Groups without GPUs are tried everywhere, as the in-tree
 		// generator tries them: nothing tells which domain fits.
-		chosen = pl.bestFit(candidates)
+		chosen = pl.bestFit(cands)
 	}
 	g := &generated{free: make(map[string]int, len(chosen))}
 	placements := make([]*fwk.Placement, 0, len(chosen))
@@ -78,7 +87,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	}
 	state.Write(stateKey, g)
 	if v := logger.V(4); v.Enabled() {
-		v.Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need.gpus, "needPods", need.pods, "candidates", len(candidates), "proposed", names(chosen))
+		v.Info("Proposed cliques", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "key", key, "needGPUs", need.gpus, "needPods", need.pods, "candidates", len(cands), "proposed", names(chosen))
 	}
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
 }
@@ -179,10 +188,14 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 // binding failed or timed out (as GPUTopology in this profile judges it)
 // holds the group nowhere: it is freed when a trial of its pod fails
 // elsewhere, which a group held to a full clique would never have.
-func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) string {
+// leftovers reports whether every claim that holds the group there is
+// one PodGroupPostFilter frees when its pod cannot use it (reserved for
+// nothing or its pod alone, no binding under way).
+func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (claimed string, leftovers bool) {
 	var common map[string]bool
 	seen := map[string]bool{}
 	now := time.Now()
+	leftovers = true
 	for _, p := range pods {
 		for _, name := range claimNames(p) {
 			if seen[p.Namespace+"/"+name] {
@@ -197,6 +210,7 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 			if err != nil {
 				continue
 			}
+			leftovers = leftovers && leftover(c, p)
 			here := map[string]bool{}
 			for _, d := range domains {
 				if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool { return sel.Match(n.Node()) }) {
@@ -211,12 +225,25 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) stri
 		}
 	}
 	if len(common) != 1 {
-		return ""
+		return "", false
 	}
 	for d := range common {
-		return d
+		return d, leftovers
 	}
-	return ""
+	return "", false
+}
+
+// leftover reports whether PodGroupPostFilter frees the pod's allocated
+// claim when the pod cannot use it: reserved for nothing or for the pod
+// alone (GPUTopology's rule, as upstream's), and no device binding under
+// way, which must finish or time out first.
+func leftover(c *resourceapi.ResourceClaim, p *v1.Pod) bool {
+	held := c.Status.ReservedFor
+	if len(held) > 1 || len(held) == 1 && held[0].UID != p.UID {
+		return false
+	}
+	_, waiting := topology.BindingStatus(c)
+	return len(waiting) == 0
 }
 
 // candidates are the domains that can still hold the group: the pinned,

@@ -13,6 +13,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -379,6 +380,9 @@ func (d draWithClaims) ResourceClaims() fwk.ResourceClaimTracker { return d.clai
 // A group whose claim is allocated already (a PodGroup's claim that
 // outlived its evicted pods) is held to the clique of that claim's
 // devices; claims in two cliques, or none allocated, hold it to none.
+// Leftovers: every claim that holds it is one PodGroupPostFilter frees
+// when its pod cannot use it (reserved for nothing or its pod alone, no
+// binding under way).
 func TestClaimedDomain(t *testing.T) {
 	doms := []*domain{
 		{name: "c.1", nodes: []fwk.NodeInfo{nodeInfo("t0", nil), nodeInfo("t1", nil)}},
@@ -392,8 +396,18 @@ func TestClaimedDomain(t *testing.T) {
 		}
 		return c
 	}
+	reservedFor := func(c *resourceapi.ResourceClaim, uid types.UID) *resourceapi.ResourceClaim {
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: string(uid), UID: uid}}
+		return c
+	}
+	binding := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpus", Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0", BindingConditions: []string{"Attached"}}}
+		return c
+	}
 	podWith := func(claims ...string) *v1.Pod {
 		p := pod("p", nil)
+		p.UID = "uid-p"
 		for _, c := range claims {
 			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
 		}
@@ -404,6 +418,9 @@ func TestClaimedDomain(t *testing.T) {
 		"on-t1":       allocatedOn("on-t1", "t1"),
 		"anywhere":    allocatedOn("anywhere", "t0", "t2"),
 		"unallocated": allocatedOn("unallocated"),
+		"own-on-t2":   reservedFor(allocatedOn("own-on-t2", "t2"), "uid-p"),
+		"other-on-t2": reservedFor(allocatedOn("other-on-t2", "t2"), "uid-other"),
+		"binding-t2":  binding(allocatedOn("binding-t2", "t2")),
 		"failed-on-t2": func() *resourceapi.ResourceClaim {
 			c := allocatedOn("failed-on-t2", "t2")
 			c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
@@ -418,20 +435,26 @@ func TestClaimedDomain(t *testing.T) {
 		}(),
 	}}}}
 	for _, tc := range []struct {
-		name string
-		pods []*v1.Pod
-		want string
+		name      string
+		pods      []*v1.Pod
+		want      string
+		leftovers bool
 	}{
-		{"allocated in c.2", []*v1.Pod{podWith("on-t2"), podWith()}, "c.2"},
-		{"one in c.2, one reachable from both", []*v1.Pod{podWith("on-t2", "anywhere")}, "c.2"},
-		{"two cliques", []*v1.Pod{podWith("on-t2"), podWith("on-t1")}, ""},
-		{"reachable from both", []*v1.Pod{podWith("anywhere")}, ""},
-		{"not allocated", []*v1.Pod{podWith("unallocated", "missing")}, ""},
+		{"allocated in c.2", []*v1.Pod{podWith("on-t2"), podWith()}, "c.2", true},
+		{"one in c.2, one reachable from both", []*v1.Pod{podWith("on-t2", "anywhere")}, "c.2", true},
+		{"two cliques", []*v1.Pod{podWith("on-t2"), podWith("on-t1")}, "", false},
+		{"reachable from both", []*v1.Pod{podWith("anywhere")}, "", false},
+		{"not allocated", []*v1.Pod{podWith("unallocated", "missing")}, "", false},
 		// Its allocation will be freed: it holds the group nowhere.
-		{"binding failed in c.2", []*v1.Pod{podWith("failed-on-t2")}, ""},
+		{"binding failed in c.2", []*v1.Pod{podWith("failed-on-t2")}, "", false},
+		{"reserved for its pod", []*v1.Pod{podWith("own-on-t2")}, "c.2", true},
+		{"reserved for another pod", []*v1.Pod{podWith("other-on-t2")}, "c.2", false},
+		{"one leftover, one reserved for another", []*v1.Pod{podWith("own-on-t2", "other-on-t2")}, "c.2", false},
+		{"binding under way", []*v1.Pod{podWith("binding-t2")}, "c.2", false},
 	} {
-		if got := pl.claimedDomain(tc.pods, doms); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		got, leftovers := pl.claimedDomain(tc.pods, doms)
+		if got != tc.want || leftovers != tc.leftovers {
+			t.Errorf("%s: %q, leftovers %v; want %q, %v", tc.name, got, leftovers, tc.want, tc.leftovers)
 		}
 	}
 }

@@ -106,7 +106,7 @@ func (pl *GPUTopology) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1
 		}
 		// The pod's own extended-resource claim left from an earlier
 		// attempt is gone: it can try again.
-		if old.Status.Allocation == nil && extendedClaimOf(pod, []*resourceapi.ResourceClaim{old}) == nil {
+		if old.Status.Allocation == nil && ExtendedClaimOf(pod, []*resourceapi.ResourceClaim{old}) == nil {
 			return fwk.QueueSkip, nil
 		}
 		return fwk.Queue, nil

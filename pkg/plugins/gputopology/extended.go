@@ -149,7 +149,7 @@ func (pl *GPUTopology) preFilterExtended(pod *v1.Pod, classOf map[v1.ResourceNam
 	}
 	names := slices.Sorted(maps.Keys(classOf))
 	e := &extendedState{classOf: classOf, all: names, allKey: variantKey(names), unbacked: unbacked, variants: map[string]*extendedVariant{}}
-	if old := extendedClaimOf(pod, claims); old != nil {
+	if old := ExtendedClaimOf(pod, claims); old != nil {
 		e.claim = old
 		return e, nil
 	}
@@ -183,14 +183,15 @@ func (e *extendedState) unservedOn(nodeInfo fwk.NodeInfo) v1.ResourceName {
 	return ""
 }
 
-// extendedClaimOf is the extended-resource claim the pod controls. As
+// ExtendedClaimOf is the extended-resource claim the pod controls (one an
+// earlier attempt created, left when the pod did not bind). As
 // upstream, it looks through every claim in the cluster, once per
 // scheduling attempt of such a pod: the owner's UID, which tells almost
 // every claim apart at its first bytes, is compared before the annotation
 // is looked up (that lookup hashes a 45-byte key: in upstream's
 // 2,000-pod extended-resource workload the scan was 27% of the
 // scheduler's CPU).
-func extendedClaimOf(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+func ExtendedClaimOf(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 	for _, c := range claims {
 		for _, o := range c.OwnerReferences {
 			if o.UID == pod.UID && o.Name == pod.Name && ptr.Deref(o.Controller, false) &&

@@ -234,7 +234,7 @@ func TestExtendedClaimOf(t *testing.T) {
 		{"not the controller", []*resourceapi.ResourceClaim{owned("ref", pod.UID, false, true)}, ""},
 		{"its own among others", []*resourceapi.ResourceClaim{owned("template", pod.UID, true, false), owned("other", "uid-other", true, true), owned("mine", pod.UID, true, true)}, "mine"},
 	} {
-		got := extendedClaimOf(pod, tc.claims)
+		got := ExtendedClaimOf(pod, tc.claims)
 		if name := ptr.Deref(got, resourceapi.ResourceClaim{}).Name; name != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, name, tc.want)
 		}
