@@ -205,6 +205,11 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !wholeBytes(step) {
 		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), wholeBytesMessage))
+	} else if step.Value()%mib != 0 {
+		// Shares are allocated in steps, and a share's MPS memory limit
+		// is written in MiB: 1G steps would give limits below the
+		// allocation.
+		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), "must be a whole number of MiB (1Gi, 512Mi): a share's memory limit is set in MiB"))
 	}
 	if !wholeBytes(def) {
 		errs = append(errs, field.Invalid(p.Child("defaultMemory"), def.String(), wholeBytesMessage))
@@ -214,6 +219,9 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// mib is a mebibyte, the unit of a share's memory limit.
+const mib = 1 << 20
 
 // wholeBytesMessage says what wholeBytes wants; a larger quantity is
 // clamped as it is read, so the value shown may not be the one written.

@@ -43,6 +43,8 @@ func TestLoad(t *testing.T) {
 		// The API server refuses the shared GPUs' request policy (min and
 		// step memoryStep, default defaultMemory) unless the default is on
 		// the steps; the node would publish no device.
+		// A share's MPS memory limit is written in MiB.
+		{"memory steps not whole MiB", "shared:\n  memoryStep: 1G\n  defaultMemory: 8G\n", []string{`shared.memoryStep: Invalid value: "1G": must be a whole number of MiB`}, nil},
 		{"memory off the steps", "shared:\n  memoryStep: 3Gi\n", []string{`shared.defaultMemory: Invalid value: "8Gi": must be a multiple of shared.memoryStep (3Gi)`}, nil},
 		{"fractional bytes", "shared:\n  memoryStep: 1500m\n  defaultMemory: 1.5\n", []string{`shared.memoryStep: Invalid value: "1500m": must be a whole number of bytes`, `shared.defaultMemory: Invalid value: "1500m": must be a whole number of bytes`}, nil},
 		{"far too much memory", "shared:\n  defaultMemory: 8Ei\n", []string{"shared.defaultMemory: Invalid value", "at most 8Pi"}, nil},
