@@ -3,6 +3,7 @@ package gputopology
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,9 @@ var _ fwk.PodGroupPostFilterPlugin = &GPUTopology{}
 // that the next attempt allocates them anew. Like upstream it leaves
 // composite groups alone, and the claims of the PodGroup of a group with
 // topology constraints (with TopologyAwareWorkloadScheduling): their
-// placements are chosen per domain (GPUCliquePlacement). Unlike upstream
+// placements are chosen per domain (GPUCliquePlacement); but it frees
+// such a claim whose binding failed or timed out, which no placement can
+// use (upstream's group would wait until the PodGroup is recreated). Unlike upstream
 // it still frees such a group's pods' own claims: one whose binding
 // failed or timed out, or written for a pod whose binding then failed,
 // is usable on no node, and nothing else would ever free it (no per-pod
@@ -54,8 +57,8 @@ func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGrou
 		}
 		unreserveGroup = unreserveGroup || !found
 	}
-	if pods := pgInfo.GetUnscheduledPods(); unreserveGroup && !constrained && pl.workloadClaims() && len(pods) > 0 {
-		if status := pl.freeGroupClaims(ctx, g, pods[0], freed); status != nil {
+	if pods := pgInfo.GetUnscheduledPods(); unreserveGroup && pl.workloadClaims() && len(pods) > 0 {
+		if status := pl.freeGroupClaims(ctx, g, pods[0], freed, constrained); status != nil {
 			return nil, status
 		}
 	}
@@ -81,7 +84,11 @@ func readGroup(state fwk.PodGroupCycleState) (*groupState, error) {
 // the PodGroup's reservation from one of its claims; only while no pod of
 // the group is assumed or bound (they would be using the claims). Claims
 // in freed were deallocated already in this call, from the same read.
-func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Pod, freed map[types.UID]bool) *fwk.Status {
+// For a group with a topology constraint (constrained) it leaves alone,
+// as upstream does, claims that some domain's placement may still use,
+// and the reservations: it frees only a claim whose binding failed or
+// timed out, which no placement can use.
+func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Pod, freed map[types.UID]bool, constrained bool) *fwk.Status {
 	if pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
 		return nil
 	}
@@ -99,11 +106,15 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 		return fwk.AsStatus(err)
 	}
 	claims := pl.clientset.ResourceV1().ResourceClaims(pod.Namespace)
+	now := time.Now()
 	for _, s := range g.pods {
 		for _, i := range s.unavailableClaims() {
 			claim := s.claims[i]
 			held := claim.Status.ReservedFor
 			if claim.Status.Allocation == nil || freed[claim.UID] || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {
+				continue
+			}
+			if constrained && pl.bindingRule().unusable(claim, now) == nil {
 				continue
 			}
 			logger.V(4).Info("Deallocating claim of the pod group", "podGroup", klog.KObj(pg), "claim", klog.KObj(claim))
@@ -112,6 +123,9 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 			}
 			return fwk.NewStatus(fwk.Unschedulable, "deallocation of PodGroup ResourceClaim completed")
 		}
+	}
+	if constrained {
+		return nil
 	}
 	for i := range pg.Spec.ResourceClaims {
 		name, mustCheckOwner, err := resourceclaim.NameFromPodGroup(pg, &pg.Spec.ResourceClaims[i])

@@ -3,6 +3,7 @@ package gputopology
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -149,3 +150,63 @@ type noneScheduled struct{ fwk.PodGroupState }
 func (noneScheduled) Get(_, _ string) (fwk.PodGroupState, error) { return noneScheduled{}, nil }
 
 func (noneScheduled) ScheduledPodsCount() int { return 0 }
+
+// In a group with a topology constraint, the PodGroup's own claim
+// (DRAWorkloadResourceClaims) is left alone as upstream leaves it, so that
+// another domain's placement may still use it, unless its binding failed
+// or timed out: no placement can use it, and the group would otherwise
+// wait until the PodGroup is recreated.
+func TestPodGroupPostFilterFreesAConstrainedGroupsUnusableClaim(t *testing.T) {
+	constrained := &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: "nvidia.com/gpu.clique"}}}
+	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-pg"}, Spec: schedulingv1beta1.PodGroupSpec{SchedulingConstraints: constrained}}
+	groupClaim := func(binding bool, allocated time.Time) *resourceapi.ResourceClaim {
+		alloc := allocatedOn("node-a", "gpu-0")
+		alloc.AllocationTimestamp = &metav1.Time{Time: allocated}
+		if binding {
+			alloc.Devices.Results[0].BindingConditions = []string{"Attached"}
+		}
+		c := claim("group", 1).Allocation(alloc).Obj()
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "job", UID: "uid-pg"}}
+		return c
+	}
+	for _, tc := range []struct {
+		name            string
+		claim           *resourceapi.ResourceClaim
+		wantDeallocated bool
+	}{
+		{"binding timed out", groupClaim(true, time.Now().Add(-time.Hour)), true},
+		{"binding within its timeout", groupClaim(true, time.Now()), false},
+		{"no binding conditions", groupClaim(false, time.Now().Add(-time.Hour)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, objects{claims: []*resourceapi.ResourceClaim{tc.claim}})
+			env.pl.fts.EnableTopologyAwareWorkloadScheduling = true
+			env.pl.fts.EnableDRAWorkloadResourceClaims = true
+			env.pl.fh = groupHandle{Handle: env.pl.fh, pg: pg}
+			stored, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, "group", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := podWithClaims("p")
+			pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+			state := framework.NewCycleState()
+			state.Write(stateKey, &groupState{pending: map[types.UID]bool{}, pods: map[types.NamespacedName]*stateData{
+				{Namespace: ns, Name: "p"}: {claims: []*resourceapi.ResourceClaim{stored}, unavailable: map[int]bool{0: true}},
+			}})
+			info := &framework.PodGroupInfo{Name: "job", Namespace: ns, UnscheduledPods: []*v1.Pod{pod}, PodGroup: pg}
+			if _, status := env.pl.PodGroupPostFilter(env.tCtx, state, info, nil); status.IsError() {
+				t.Fatalf("PodGroupPostFilter: %v", status)
+			}
+			got, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, "group", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deallocated := got.Status.Allocation == nil; deallocated != tc.wantDeallocated {
+				t.Errorf("claim deallocated: %v, want %v", deallocated, tc.wantDeallocated)
+			}
+			if len(got.Status.ReservedFor) == 0 && !tc.wantDeallocated {
+				t.Errorf("the PodGroup's reservation was dropped: %+v", got.Status)
+			}
+		})
+	}
+}
