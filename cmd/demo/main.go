@@ -98,7 +98,7 @@ func parse(args []string) (flags, error) {
 	streams := fs.String("streams", strings.Join(sim.ChurnStreamNames(), ","), "churn: the streams to run, comma-separated")
 	schedulers := fs.String("schedulers", "gputopo,in-tree", "openb-table and churn: the profiles to replay, comma-separated: gputopo (gputopo-scheduler), in-tree (default-scheduler)")
 	fs.IntVar(&f.seeds, "seeds", 10, "openb-table and churn: replay N seeds (from --seed on) of every trace or stream")
-	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "openb-table and churn: replays at once")
+	fs.IntVar(&f.parallel, "parallel", min(runtime.NumCPU(), maxParallel), "openb-table and churn: replays at once")
 	fs.StringVar(&f.schedulerConfig, "scheduler-config", "", "openb-table and churn: a KubeSchedulerConfiguration file, or a ConfigMap holding one under scheduler-config.yaml as manifests/scheduler ships it, to replay instead of the shipped one (profiles default-scheduler and gputopo-scheduler)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (control plane included) to this file")
 	fs.StringVar(&f.out, "out", "_output/demo", "directory for report.html and summary.txt")
