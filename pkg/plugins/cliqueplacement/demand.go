@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -43,9 +45,10 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand 
 		return demand{}
 	}
 	shared := sharedClaims(pods)
+	extended := pl.extendedClaimsOf(pods)
 	demands := make([]int, len(pods))
 	for i, p := range pods {
-		demands[i] = pl.podGPUs(p, shared)
+		demands[i] = pl.podGPUs(p, shared, extended)
 	}
 	slices.Sort(demands)
 	k := 1
@@ -97,10 +100,11 @@ func claimNames(pod *v1.Pod) []string {
 // counts of its unallocated claims' requests of a GPU class (the
 // smallest alternative of a firstAvailable request, nothing when one of
 // them is of another class), and its extended resources that a GPU class
-// serves. Claims named in skip, and what the plugin cannot read, count
-// as nothing, so that an estimate never hides a clique that could hold
-// the group.
-func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool) int {
+// serves, unless its claim for them in extended (by pod UID) is
+// allocated already. Claims named in skip, and what the plugin cannot
+// read, count as nothing, so that an estimate never hides a clique that
+// could hold the group.
+func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool, extended map[types.UID][]*resourceapi.ResourceClaim) int {
 	n := 0
 	for _, name := range claimNames(pod) {
 		if skip[name] {
@@ -114,28 +118,37 @@ func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool) int {
 			n += pl.requestGPUs(r)
 		}
 	}
-	return n + pl.unclaimedExtendedGPUs(pod)
+	// A pod's extended-resource claim allocated already was left by an
+	// attempt that did not bind (a leader that died in PreBind): its
+	// devices are not free either, so counting both would hide the
+	// domain it is in. As with the pod's other allocated claims, the
+	// group is tried, and GPUTopology deletes the claim when the pod does
+	// not fit.
+	if c := gputopology.ExtendedClaimOf(pod, extended[pod.UID]); c != nil && c.Status.Allocation != nil {
+		return n
+	}
+	return n + pl.extendedGPUs(pod)
 }
 
-// unclaimedExtendedGPUs is extendedGPUs, or nothing when the pod's claim
-// for them is allocated already: an attempt that did not bind (a leader
-// that died in PreBind) left it, and its devices are not free either, so
-// counting both would hide the domain it is in. As with the pod's other
-// allocated claims, the group is tried and GPUTopology deletes the claim
-// when the pod does not fit.
-func (pl *CliquePlacement) unclaimedExtendedGPUs(pod *v1.Pod) int {
-	n := pl.extendedGPUs(pod)
-	if n == 0 {
-		return 0
+// extendedClaimsOf lists the cluster's claims once for the group, when
+// some of its pods ask for extended resources, by the UID of the pod
+// that controls them: the candidates for each pod's extended-resource
+// claim (gputopology.ExtendedClaimOf tells which).
+func (pl *CliquePlacement) extendedClaimsOf(pods []*v1.Pod) map[types.UID][]*resourceapi.ResourceClaim {
+	if !slices.ContainsFunc(pods, func(p *v1.Pod) bool { return pl.extendedGPUs(p) > 0 }) {
+		return nil
 	}
 	claims, err := pl.draManager.ResourceClaims().List()
 	if err != nil {
-		return n
+		return nil
 	}
-	if c := gputopology.ExtendedClaimOf(pod, claims); c != nil && c.Status.Allocation != nil {
-		return 0
+	out := map[types.UID][]*resourceapi.ResourceClaim{}
+	for _, c := range claims {
+		if o := metav1.GetControllerOfNoCopy(c); o != nil {
+			out[o.UID] = append(out[o.UID], c)
+		}
 	}
-	return n
+	return out
 }
 
 // requestGPUs: an admin-access request takes devices in use too (the

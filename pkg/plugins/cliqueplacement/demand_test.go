@@ -74,7 +74,7 @@ func TestExtendedGPUsOfALeftoverClaim(t *testing.T) {
 			fts:        plfeature.Features{EnableDRAExtendedResource: true},
 			gpuClasses: map[string]bool{contract.ClassGPU: true},
 		}
-		if got := pl.podGPUs(p, nil); got != tc.want {
+		if got := pl.podGPUs(p, nil, pl.extendedClaimsOf([]*v1.Pod{p})); got != tc.want {
 			t.Errorf("%s: %d GPUs, want %d", tc.name, got, tc.want)
 		}
 	}

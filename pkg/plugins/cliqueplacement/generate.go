@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -193,15 +194,17 @@ func pinnedDomain(logger klog.Logger, scheduled []*v1.Pod, key string, gpus map[
 // nothing or its pod alone, no binding under way).
 func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (claimed string, leftovers bool) {
 	var common map[string]bool
+	users := claimUsers(pods)
 	seen := map[string]bool{}
 	now := time.Now()
 	leftovers = true
 	for _, p := range pods {
 		for _, name := range claimNames(p) {
-			if seen[p.Namespace+"/"+name] {
+			key := p.Namespace + "/" + name
+			if seen[key] {
 				continue
 			}
-			seen[p.Namespace+"/"+name] = true
+			seen[key] = true
 			c, err := pl.draManager.ResourceClaims().Get(p.Namespace, name)
 			if err != nil || c.Status.Allocation == nil || c.Status.Allocation.NodeSelector == nil || gputopology.BindingUnusable(pl.profile, c, now) {
 				continue
@@ -210,7 +213,7 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (cla
 			if err != nil {
 				continue
 			}
-			leftovers = leftovers && leftover(c, p)
+			leftovers = leftovers && leftover(c, users[key])
 			here := map[string]bool{}
 			for _, d := range domains {
 				if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool { return sel.Match(n.Node()) }) {
@@ -233,13 +236,30 @@ func (pl *CliquePlacement) claimedDomain(pods []*v1.Pod, domains []*domain) (cla
 	return "", false
 }
 
-// leftover reports whether PodGroupPostFilter frees the pod's allocated
-// claim when the pod cannot use it: reserved for nothing or for the pod
-// alone (GPUTopology's rule, as upstream's), and no device binding under
-// way, which must finish or time out first.
-func leftover(c *resourceapi.ResourceClaim, p *v1.Pod) bool {
+// claimUsers are the UIDs of the pods that use each claim, by
+// namespace/name.
+func claimUsers(pods []*v1.Pod) map[string]map[types.UID]bool {
+	out := map[string]map[types.UID]bool{}
+	for _, p := range pods {
+		for _, name := range claimNames(p) {
+			key := p.Namespace + "/" + name
+			if out[key] == nil {
+				out[key] = map[types.UID]bool{}
+			}
+			out[key][p.UID] = true
+		}
+	}
+	return out
+}
+
+// leftover reports whether PodGroupPostFilter frees the allocated claim
+// when the pod it is reserved for cannot use it: reserved for nothing or
+// for one of the group's pods that use it alone (GPUTopology's rule, as
+// upstream's, for that pod's turn), and no device binding under way,
+// which must finish or time out first.
+func leftover(c *resourceapi.ResourceClaim, users map[types.UID]bool) bool {
 	held := c.Status.ReservedFor
-	if len(held) > 1 || len(held) == 1 && held[0].UID != p.UID {
+	if len(held) > 1 || len(held) == 1 && !users[held[0].UID] {
 		return false
 	}
 	_, waiting := topology.BindingStatus(c)

@@ -344,14 +344,7 @@ func TestNormalizePlacementScore(t *testing.T) {
 }
 
 func TestSharedClaims(t *testing.T) {
-	withClaims := func(name string, claims ...string) *v1.Pod {
-		p := pod(name, nil)
-		for _, c := range claims {
-			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
-		}
-		return p
-	}
-	got := sharedClaims([]*v1.Pod{withClaims("a", "own-a", "channel"), withClaims("b", "own-b", "channel"), withClaims("c", "own-c")})
+	got := sharedClaims([]*v1.Pod{podNamed("a", "own-a", "channel"), podNamed("b", "own-b", "channel"), podNamed("c", "own-c")})
 	if diff := cmp.Diff(map[string]bool{"channel": true}, got); diff != "" {
 		t.Errorf("sharedClaims (-want +got):\n%s", diff)
 	}
@@ -405,20 +398,14 @@ func TestClaimedDomain(t *testing.T) {
 			Request: "gpus", Driver: "gpu.nvidia.com", Pool: "t2", Device: "gpu-0", BindingConditions: []string{"Attached"}}}
 		return c
 	}
-	podWith := func(claims ...string) *v1.Pod {
-		p := pod("p", nil)
-		p.UID = "uid-p"
-		for _, c := range claims {
-			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
-		}
-		return p
-	}
+	podWith := func(claims ...string) *v1.Pod { return podNamed("p", claims...) }
 	pl := &CliquePlacement{draManager: draWithClaims{claims: claimsByName{claims: map[string]*resourceapi.ResourceClaim{
 		"on-t2":       allocatedOn("on-t2", "t2"),
 		"on-t1":       allocatedOn("on-t1", "t1"),
 		"anywhere":    allocatedOn("anywhere", "t0", "t2"),
 		"unallocated": allocatedOn("unallocated"),
 		"own-on-t2":   reservedFor(allocatedOn("own-on-t2", "t2"), "uid-p"),
+		"p1-on-t2":    reservedFor(allocatedOn("p1-on-t2", "t2"), "uid-p1"),
 		"other-on-t2": reservedFor(allocatedOn("other-on-t2", "t2"), "uid-other"),
 		"binding-t2":  binding(allocatedOn("binding-t2", "t2")),
 		"failed-on-t2": func() *resourceapi.ResourceClaim {
@@ -451,12 +438,26 @@ func TestClaimedDomain(t *testing.T) {
 		{"reserved for another pod", []*v1.Pod{podWith("other-on-t2")}, "c.2", false},
 		{"one leftover, one reserved for another", []*v1.Pod{podWith("own-on-t2", "other-on-t2")}, "c.2", false},
 		{"binding under way", []*v1.Pod{podWith("binding-t2")}, "c.2", false},
+		// Shared by two pods, reserved for one (a leader died between
+		// their PreBinds): that pod's turn frees it, in either order.
+		{"shared, reserved for the first pod", []*v1.Pod{podNamed("p1", "p1-on-t2"), podNamed("p2", "p1-on-t2")}, "c.2", true},
+		{"shared, reserved for the second pod", []*v1.Pod{podNamed("p2", "p1-on-t2"), podNamed("p1", "p1-on-t2")}, "c.2", true},
 	} {
 		got, leftovers := pl.claimedDomain(tc.pods, doms)
 		if got != tc.want || leftovers != tc.leftovers {
 			t.Errorf("%s: %q, leftovers %v; want %q, %v", tc.name, got, leftovers, tc.want, tc.leftovers)
 		}
 	}
+}
+
+// podNamed is pod name (UID uid-name) with the named claims.
+func podNamed(name string, claims ...string) *v1.Pod {
+	p := pod(name, nil)
+	p.UID = types.UID("uid-" + name)
+	for _, c := range claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: ptr.To(c)})
+	}
+	return p
 }
 
 // The group's scheduled pods pin it to their clique. A pod on a node that

@@ -47,7 +47,7 @@ func (pl *CliquePlacement) ScorePlacement(_ context.Context, state fwk.Placement
 	for _, pa := range a.ProposedAssignments {
 		q, ok := gputopology.NodeQuality(pa.GetCycleState(), pa.GetNodeName())
 		if !ok {
-			used += pl.podGPUs(pa.GetPod(), nil)
+			used += pl.podGPUs(pa.GetPod(), nil, nil)
 			continue
 		}
 		used += q.Request.GPUs
