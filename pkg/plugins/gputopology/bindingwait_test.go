@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -51,5 +52,40 @@ func TestPreBindBindingTimeoutWithoutTimestamp(t *testing.T) {
 	}
 	if got, err := testutil.GetHistogramMetricCount(schedmetrics.DRABindingConditionsPreBindDuration.WithLabelValues(profile, contract.DefaultDriver, schedmetrics.BindingConditionsStatusTimeout)); err != nil || got != 2 {
 		t.Errorf("binding waits observed: %v (%v), want 2", got, err)
+	}
+}
+
+// The timeout's message names the claims still waiting at its end, not
+// one whose conditions were met during the wait.
+func TestPreBindBindingTimeoutNamesOnlyWhatStillWaits(t *testing.T) {
+	waiting := func(device string) *resourceapi.AllocationResult {
+		alloc := allocatedOn("node-a", device)
+		alloc.Devices.Results[0].BindingConditions = []string{"Attached"}
+		return alloc
+	}
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("a", 1).Allocation(waiting("gpu-0")).Obj(), claim("b", 1).Allocation(waiting("gpu-1")).Obj()},
+	})
+	env.pl.args.BindingTimeout.Duration = 2 * time.Second
+	pod := podWithClaims("p", "a", "b")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		b := env.storedClaim("b").DeepCopy()
+		b.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: contract.DefaultDriver, Pool: "node-a", Device: "gpu-1",
+			Conditions: []metav1.Condition{{Type: "Attached", Status: metav1.ConditionTrue, Reason: "Attached", LastTransitionTime: metav1.Now()}}}}
+		if _, err := env.client.ResourceV1().ResourceClaims(ns).UpdateStatus(env.tCtx, b, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("attach b: %v", err)
+		}
+	}()
+	status := env.pl.PreBind(env.tCtx, cs, pod, "node-a")
+	if msg := status.Message(); status.IsSuccess() || !strings.Contains(msg, "resourceclaim default/a") || strings.Contains(msg, "resourceclaim default/b") {
+		t.Errorf("PreBind: %v, want a timeout naming claim a only", status)
 	}
 }

@@ -283,6 +283,13 @@ func (pl *GPUTopology) awaitBinding(ctx context.Context, pod *v1.Pod, nodeName s
 	case err == nil:
 		return nil
 	case wait.Interrupted(err) && ctx.Err() == nil:
+		// The poll stops reading at the first claim still waiting: read
+		// them all for the message.
+		for i, c := range s.claims {
+			if latest, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name); err == nil {
+				s.claims[i] = latest
+			}
+		}
 		return fmt.Errorf("%w: %s", errBindingTimeout, stillWaiting(s.claims, pl.args.BindingTimeout.Duration))
 	}
 	return fmt.Errorf("waiting for device binding conditions: %w", err)
