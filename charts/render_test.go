@@ -51,6 +51,7 @@ func TestBadValues(t *testing.T) {
 		{`nodeAgent: {config: {gpus: {product: A100, mode: mig}}}`, "/nodeAgent/config/gpus"},
 		{`nodeAgent: {config: {gpus: [{mode: mig}]}}`, "/nodeAgent/config/gpus/0"},
 		{`nodeAgent: {config: {shared: {memoryStep: 0}}}`, "/nodeAgent/config/shared/memoryStep"},
+		{`nodeAgent: {config: {shared: {memoryStep: 1G}}}`, "/nodeAgent/config/shared/memoryStep"},
 		{`nodeAgent: {config: {health: {recoverAfter: 5 min}}}`, "/nodeAgent/config/health/recoverAfter"},
 		{`nodeAgent: {config: {cliqueLabel: "false"}}`, "/nodeAgent/config/cliqueLabel"},
 		// A value set to null is deleted before the schema sees it.
@@ -288,5 +289,19 @@ nodeAgent: {priorityClassName: ""}
 	}
 	if pdb, ok := objs["PodDisruptionBudget gputopo-system/gputopo-scheduler"]; ok {
 		t.Errorf("one replica with a PodDisruptionBudget: %v", pdb)
+	}
+}
+
+// null is how a user drops a map the chart sets by default ({} merges
+// with it): the node agent without a node selector, tolerations or
+// resources, the scheduler without resources.
+func TestNullDropsMapDefaults(t *testing.T) {
+	objs := renderValues(t, "gputopo-system", "nodeAgent: {nodeSelector: null, tolerations: null, resources: null}\nscheduler: {resources: null}\n")
+	ds, err := yaml.Marshal(objs["DaemonSet gputopo-system/gputopo-nodeagent"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ds), "nvidia.com/gpu.present") || strings.Contains(string(ds), "memory: 256Mi") {
+		t.Errorf("the node agent keeps a default dropped with null:\n%s", ds)
 	}
 }
