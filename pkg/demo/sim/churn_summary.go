@@ -180,20 +180,7 @@ func meanAndError(xs []float64) string {
 	if len(xs) == 1 {
 		return fmt.Sprintf("%+.1f (1 seed)", m)
 	}
-	ss := 0.0
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	return fmt.Sprintf("%+.1f ± %.1f", m, math.Sqrt(ss/(n-1)/n))
-}
-
-// mean of xs, which must not be empty.
-func mean(xs []float64) float64 {
-	sum := 0.0
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
+	return fmt.Sprintf("%+.1f ± %.1f", m, sampleStd(xs)/math.Sqrt(n))
 }
 
 func churnKinds(streams []string, cells map[[2]string]*churnCell, targets, copies []string) report.Table {

@@ -87,7 +87,8 @@ func RunTable(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	return runs, err
 }
 
-// Summary is a trace's mean and spread over seeds, per target.
+// Summary is a trace's mean and spread over seeds, per target: Std is
+// the sample standard deviation.
 type Summary struct {
 	Trace, Target string
 	Mean, Std     float64
@@ -112,16 +113,13 @@ func Summarize(runs []Run) []Summary {
 	for _, k := range order {
 		rs := byKey[k]
 		s := Summary{Trace: k.trace, Target: k.target, Seeds: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
-		for _, r := range rs {
-			s.Mean += r.Unallocated / float64(len(rs))
+		unallocated := make([]float64, len(rs))
+		for i, r := range rs {
+			unallocated[i] = r.Unallocated
 			s.PodsPerSecond += r.PodsPerSecond / float64(len(rs))
 			s.Min, s.Max = math.Min(s.Min, r.Unallocated), math.Max(s.Max, r.Unallocated)
 		}
-		for _, r := range rs {
-			d := r.Unallocated - s.Mean
-			s.Std += d * d / float64(len(rs))
-		}
-		s.Std = math.Sqrt(s.Std)
+		s.Mean, s.Std = mean(unallocated), sampleStd(unallocated)
 		out = append(out, s)
 	}
 	return out
@@ -150,6 +148,10 @@ func Rows(sums []Summary, targets []string) (head []string, rows [][]string) {
 			s, ok := cell[[2]string{tr, t}]
 			if !ok {
 				row = append(row, "")
+				continue
+			}
+			if s.Seeds < 2 {
+				row = append(row, fmt.Sprintf("%.2f (1 seed)", s.Mean))
 				continue
 			}
 			row = append(row, fmt.Sprintf("%.2f ± %.2f", s.Mean, s.Std))
