@@ -23,14 +23,14 @@ cgo:
 	@test "$$($(GO) env CGO_ENABLED)" = 1 || { echo "gputopo builds with cgo (go-nvml's bindings): install a C compiler (Debian: apt-get install gcc) or set CC, then run make again" >&2; exit 1; }
 
 ## test-integration: only the scheduler against a real API server.
-test-integration: $(ETCD)
+test-integration: cgo $(ETCD)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./test/integration/...
 
 ## test-short: the quick loop while editing the engine.
 test-short: cgo
 	$(GO) test -count=1 -short ./pkg/...
 
-vet:
+vet: cgo
 	$(GO) vet ./...
 
 ## lint: golangci-lint with .golangci.yml, pinned in hack/tools/go.mod
@@ -38,7 +38,7 @@ vet:
 LINT := bin/golangci-lint
 $(LINT): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o ../../$(LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-lint: $(LINT)
+lint: cgo $(LINT)
 	$(LINT) run ./...
 
 fmt-check:
@@ -47,7 +47,7 @@ fmt-check:
 
 ## fuzz: more differential cases against upstream (FUZZTIME=10m for longer).
 FUZZTIME ?= 2m
-fuzz:
+fuzz: cgo
 	$(GO) test -run '^$$' -fuzz FuzzDifferentialAgainstUpstream -fuzztime $(FUZZTIME) ./pkg/allocator
 
 ## bench: performance against the in-tree plugin: the engine on identical
@@ -60,7 +60,7 @@ bench: bench-engine bench-perf bench-churn
 ## minutes); QUALITY lines per stream, seed and measure, tables in
 ## $(OUT)/churn/churn.md (docs/demo.md).
 CHURN_SEEDS ?= 10
-bench-churn:
+bench-churn: cgo
 	@mkdir -p $(OUT)/churn
 	$(GO) run ./cmd/demo --scenario=churn --seeds=$(CHURN_SEEDS) --quiet --out=$(OUT)/churn > $(OUT)/churn/summary.log
 	@cat $(OUT)/churn/quality.txt
@@ -76,7 +76,7 @@ bench-churn:
 PERF_OUT := $(OUT)/perf
 PERF_FLAGS ?=
 PERF_COUNT ?= 1
-bench-perf: $(ETCD)
+bench-perf: cgo $(ETCD)
 	@rm -rf $(PERF_OUT) && mkdir -p $(PERF_OUT)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -count $(PERF_COUNT) -timeout $$((60 * $(PERF_COUNT)))m ./test/perf \
 		-args -data-items-dir=$(abspath $(PERF_OUT)) $(PERF_FLAGS) > $(PERF_OUT)/bench.log 2>&1 || (tail -50 $(PERF_OUT)/bench.log; exit 1)
@@ -85,7 +85,7 @@ bench-perf: $(ETCD)
 ## bench-large: GPUFleet on 5,000 nodes (40,000 GPUs) through both
 ## profiles with CPU profiles (8 to 20 minutes): CPU seconds per pod in
 ## the scheduler's code and p50/p99 scheduling latency, side by side.
-bench-large: $(ETCD)
+bench-large: cgo $(ETCD)
 	@rm -rf $(OUT)/perf-large && mkdir -p $(OUT)/perf-large
 	GPUTOPO_PERF_SCALE=large GPUTOPO_PERF_SUITES=gputopo PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 90m ./test/perf \
 		-args -data-items-dir=$(abspath $(OUT)/perf-large) -perf-cpuprofile > $(OUT)/perf-large/bench.log 2>&1 || (tail -50 $(OUT)/perf-large/bench.log; exit 1)
@@ -97,14 +97,14 @@ bench-large: $(ETCD)
 ## account; fails above the memory limit the Deployment ships. Prints a
 ## MEMORY line.
 MEMORY_NODES ?= 5000
-bench-memory: $(ETCD)
+bench-memory: cgo $(ETCD)
 	@mkdir -p $(OUT)
 	GPUTOPO_MEMORY_NODES=$(MEMORY_NODES) PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 40m -run '^TestSchedulerMemory$$' -v ./test/integration/ \
 		> $(OUT)/bench-memory.log 2>&1 || (tail -50 $(OUT)/bench-memory.log; exit 1)
 	@grep -E '^MEMORY|memory_test.go' $(OUT)/bench-memory.log
 
 ## bench-smoke: every benchmark workload at its smallest size (CI).
-bench-smoke: $(ETCD)
+bench-smoke: cgo $(ETCD)
 	@rm -rf $(OUT)/perf-smoke && mkdir -p $(OUT)/perf-smoke
 	GPUTOPO_PERF_SCALE=fast PATH="$(CURDIR)/bin:$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf \
 		-args -data-items-dir=$(abspath $(OUT)/perf-smoke) > $(OUT)/perf-smoke/bench.log 2>&1 || (tail -50 $(OUT)/perf-smoke/bench.log; exit 1)
@@ -115,7 +115,7 @@ bench-smoke: $(ETCD)
 ## identical inputs (ns/op, allocs/op, side by side), and the engine's
 ## measurement of a pod without claims on a mixed fleet (upstream's
 ## plugin skips such pods).
-bench-engine:
+bench-engine: cgo
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench 'BenchmarkFilterAllNodes|BenchmarkMeasureMixedFleet' -benchtime 50x -benchmem ./pkg/allocator | tee $(OUT)/bench-engine.txt
 	$(GO) run ./hack/benchratio < $(OUT)/bench-engine.txt
@@ -158,7 +158,7 @@ build: build-gputopo-scheduler build-gputopo-nodeagent build-kubectl-gputopo
 build-gputopo-scheduler:
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/gputopo-scheduler ./cmd/scheduler
 
-build-gputopo-nodeagent:
+build-gputopo-nodeagent: cgo
 	CGO_ENABLED=1 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/gputopo-nodeagent ./cmd/nodeagent
 
 build-kubectl-gputopo:

@@ -171,3 +171,31 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("the scheduler's base %q is not distroless/static", base)
 	}
 }
+
+// Every Makefile target that compiles what links go-nvml (go test, go
+// run, go vet, golangci-lint, the node agent's build) checks for cgo
+// first: without a C compiler the build otherwise fails with "undefined:
+// Return" in go-nvml, which says nothing of the cause.
+func TestMakeTargetsCheckCgo(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := regexp.MustCompile(`^([a-z][a-z-]*):(.*)$`)
+	var target, prereqs string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := rule.FindStringSubmatch(line); m != nil {
+			target, prereqs = m[1], m[2]
+			continue
+		}
+		if !strings.HasPrefix(line, "\t") || target == "" || target == "cgo" {
+			continue
+		}
+		compiles := strings.Contains(line, "$(GO) test") || strings.Contains(line, "$(GO) run") || strings.Contains(line, "$(GO) vet") ||
+			strings.Contains(line, "$(LINT) run") || strings.Contains(line, "CGO_ENABLED=1")
+		if compiles && !strings.Contains(" "+prereqs+" ", " cgo ") {
+			t.Errorf("make %s compiles go-nvml without checking for cgo first (add cgo to its prerequisites)", target)
+			target = ""
+		}
+	}
+}
