@@ -70,10 +70,15 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 			}
 		}
 	}
-	for i, t := range targets {
+	// The targets ran side by side: one clock for all, stopped once each
+	// has settled and before the snapshots, which are not scheduling.
+	for _, t := range targets {
 		if err := settle(ctx, client, t.Namespace()); err != nil {
 			return nil, err
 		}
+	}
+	took := time.Since(start)
+	for i, t := range targets {
 		records := map[string]*PodRecord{}
 		for _, r := range outs[i].Pods {
 			records[r.Name] = r
@@ -89,7 +94,7 @@ func RunOpenB(ctx context.Context, client kubernetes.Interface, pods []openb.Pod
 				outs[i].Tracker.Rejected(pods[k])
 			}
 		}
-		outs[i].Duration = time.Since(start)
+		outs[i].Duration = took
 	}
 	return outs, nil
 }
