@@ -101,7 +101,7 @@ func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Ta
 			main.Rows = append(main.Rows, row)
 		}
 		if len(copies) > 1 {
-			main.Rows = append(main.Rows, seedsAtLeast(st, cells, copies), servedDifference(st, cells, copies))
+			main.Rows = append(main.Rows, seedsAtLeast(st, cells, copies, targets), servedDifference(st, cells, copies, targets))
 		}
 	}
 	return []report.Table{main, churnKinds(streams, cells, targets, copies)}
@@ -109,8 +109,8 @@ func ChurnTables(runs []ChurnRun, targets []string, copies []string) []report.Ta
 
 // seedsAtLeast is the row of seeds on which copies[0] served at least as
 // many jobs, and as many before the first rejection, as every other.
-func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []string {
-	return againstOthers(st, "at least as many served (in total / before the first rejection)", cells, copies, func(pairs [][2]ChurnRun) string {
+func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies, names []string) []string {
+	return againstOthers(st, "at least as many served (in total / before the first rejection)", cells, copies, names, func(pairs [][2]ChurnRun) string {
 		total, before := 0, 0
 		for _, p := range pairs {
 			if p[0].Served >= p[1].Served {
@@ -127,8 +127,8 @@ func seedsAtLeast(st string, cells map[[2]string]*churnCell, copies []string) []
 // servedDifference is the row of how many more jobs copies[0] served
 // than each other target, seed by seed: the mean and its standard error,
 // which says whether a difference is more than the seeds' noise.
-func servedDifference(st string, cells map[[2]string]*churnCell, copies []string) []string {
-	return againstOthers(st, "more jobs served, per seed (mean ± standard error)", cells, copies, func(pairs [][2]ChurnRun) string {
+func servedDifference(st string, cells map[[2]string]*churnCell, copies, names []string) []string {
+	return againstOthers(st, "more jobs served, per seed (mean ± standard error)", cells, copies, names, func(pairs [][2]ChurnRun) string {
 		diffs := make([]float64, len(pairs))
 		for i, p := range pairs {
 			diffs[i] = float64(p[0].Served - p[1].Served)
@@ -139,13 +139,14 @@ func servedDifference(st string, cells map[[2]string]*churnCell, copies []string
 
 // againstOthers is a row comparing copies[0]'s runs of stream st with
 // each other target's of the same seeds: verdict's word on each pairing,
-// in copies[0]'s column; the other columns stay empty.
-func againstOthers(st, measure string, cells map[[2]string]*churnCell, copies []string, verdict func([][2]ChurnRun) string) []string {
+// named by the target's name (names, in copies' order), in copies[0]'s
+// column; the other columns stay empty.
+func againstOthers(st, measure string, cells map[[2]string]*churnCell, copies, names []string, verdict func([][2]ChurnRun) string) []string {
 	var verdicts []string
 	if first := cells[[2]string{st, copies[0]}]; first != nil {
-		for _, cp := range copies[1:] {
+		for i, cp := range copies[1:] {
 			if other := cells[[2]string{st, cp}]; other != nil {
-				verdicts = append(verdicts, verdict(pairedBySeed(first, other))+" against "+cp)
+				verdicts = append(verdicts, verdict(pairedBySeed(first, other))+" against "+names[i+1])
 			}
 		}
 	}

@@ -116,13 +116,13 @@ func TestServedDifferencePairsSeeds(t *testing.T) {
 	}
 	_, cells := churnCells(runs)
 	// Differences 2, -1, 0, 5: mean 1.5, sd √7, standard error 1.32.
-	want := []string{"s", "more jobs served, per seed (mean ± standard error)", "+1.5 ± 1.3 against intree", ""}
-	if got := servedDifference("s", cells, []string{g.Copy, i.Copy}); !slices.Equal(got, want) {
+	want := []string{"s", "more jobs served, per seed (mean ± standard error)", "+1.5 ± 1.3 against in-tree (first-fit)", ""}
+	if got := servedDifference("s", cells, []string{g.Copy, i.Copy}, []string{g.Name, i.Name}); !slices.Equal(got, want) {
 		t.Errorf("servedDifference = %q, want %q", got, want)
 	}
 	onlyOne := slices.DeleteFunc(slices.Clone(runs), func(r ChurnRun) bool { return r.Target.Copy != g.Copy })
 	_, cells = churnCells(onlyOne)
-	if got := servedDifference("s", cells, []string{g.Copy, i.Copy})[2]; got != "" {
+	if got := servedDifference("s", cells, []string{g.Copy, i.Copy}, []string{g.Name, i.Name})[2]; got != "" {
 		t.Errorf("without the other target's runs: %q, want empty", got)
 	}
 }
@@ -163,9 +163,9 @@ QUALITY churn/mig/seed1 gpus-held-percent gputopo=0.0 intree=0.0
 		"| pairs | jobs served | 9.0 (9–9) | 8.0 (8–8) |",
 		"| pairs | of them with as many GPUs free in the fleet as asked for | 1.0 (1–1) | 0.0 (0–0) |",
 		"| pairs | multi-GPU claims at their node's best link class, % | 100.0 (4 claims) | 25.0 (4 claims) |",
-		"| pairs | at least as many served (in total / before the first rejection) | 1 / 0 of 1 seeds against intree |  |",
-		"| pairs | more jobs served, per seed (mean ± standard error) | +1.0 (1 seed) against intree |  |",
-		"| mig | more jobs served, per seed (mean ± standard error) | +0.0 (1 seed) against intree |  |",
+		"| pairs | at least as many served (in total / before the first rejection) | 1 / 0 of 1 seeds against in-tree (first-fit) |  |",
+		"| pairs | more jobs served, per seed (mean ± standard error) | +1.0 (1 seed) against in-tree (first-fit) |  |",
+		"| mig | more jobs served, per seed (mean ± standard error) | +0.0 (1 seed) against in-tree (first-fit) |  |",
 		"| mig | multi-GPU claims at their node's best link class, % | – | – |",
 		"| pairs | 2-gpu | 9 (10) | 8 (10) |",
 	} {
