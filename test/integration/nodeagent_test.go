@@ -86,21 +86,27 @@ func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *age
 	return a
 }
 
-// poolDevices counts the devices the API server holds for a node's pool.
-func (c *cluster) poolDevices(node string) (devices, tainted int) {
+// nodeDevices are the devices the API server holds for a node's pool.
+func (c *cluster) nodeDevices(node string) []resourceapi.Device {
 	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	var out []resourceapi.Device
 	for _, s := range list.Items {
-		if ptr.Deref(s.Spec.NodeName, "") != node {
-			continue
+		if ptr.Deref(s.Spec.NodeName, "") == node {
+			out = append(out, s.Spec.Devices...)
 		}
-		for _, d := range s.Spec.Devices {
-			devices++
-			if len(d.Taints) > 0 {
-				tainted++
-			}
+	}
+	return out
+}
+
+// poolDevices counts the devices the API server holds for a node's pool.
+func (c *cluster) poolDevices(node string) (devices, tainted int) {
+	for _, d := range c.nodeDevices(node) {
+		devices++
+		if len(d.Taints) > 0 {
+			tainted++
 		}
 	}
 	return devices, tainted
@@ -110,19 +116,10 @@ func (c *cluster) poolDevices(node string) (devices, tainted int) {
 // slices has a time added, which the agent leaves to the API server: the
 // eviction controller counts tolerationSeconds from it.
 func (c *cluster) checkTaintsStampedByTheAPIServer(node string) {
-	list, err := c.client.ResourceV1().ResourceSlices().List(c.ctx, metav1.ListOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for _, s := range list.Items {
-		if ptr.Deref(s.Spec.NodeName, "") != node {
-			continue
-		}
-		for _, d := range s.Spec.Devices {
-			for _, taint := range d.Taints {
-				if taint.TimeAdded == nil || time.Since(taint.TimeAdded.Time).Abs() > time.Minute {
-					c.t.Errorf("%s: taint %s added %v, want the API server's time of publishing", d.Name, taint.Key, taint.TimeAdded)
-				}
+	for _, d := range c.nodeDevices(node) {
+		for _, taint := range d.Taints {
+			if taint.TimeAdded == nil || time.Since(taint.TimeAdded.Time).Abs() > time.Minute {
+				c.t.Errorf("%s: taint %s added %v, want the API server's time of publishing", d.Name, taint.Key, taint.TimeAdded)
 			}
 		}
 	}
