@@ -258,8 +258,7 @@ func claimUsers(pods []*v1.Pod) map[string]map[types.UID]bool {
 // upstream's, for that pod's turn), and no device binding under way,
 // which must finish or time out first.
 func leftover(c *resourceapi.ResourceClaim, users map[types.UID]bool) bool {
-	held := c.Status.ReservedFor
-	if len(held) > 1 || len(held) == 1 && !users[held[0].UID] {
+	if !gputopology.FreeableFor(c, func(uid types.UID) bool { return users[uid] }) {
 		return false
 	}
 	_, waiting := topology.BindingStatus(c)

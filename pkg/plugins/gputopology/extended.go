@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -61,6 +62,11 @@ type extendedVariant struct {
 	mappings []v1.ContainerExtendedResourceRequest
 	session  *allocator.Session
 	err      error
+
+	// inPodTerms rewrites the engine's words for describe, made once:
+	// most nodes of a full fleet refuse the pod, each with a message.
+	inPodTermsOnce sync.Once
+	inPodTerms     *strings.Replacer
 }
 
 func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMemory }
@@ -71,24 +77,29 @@ func (e *extendedState) stale() bool { return e.claim.Name != extendedClaimInMem
 // main: needs 8". That claim does not exist yet, and its request names
 // are made up by the scheduler.
 func (v *extendedVariant) describe(msg, namespace string) string {
-	prefix := fmt.Sprintf("claim %s/%s, request ", namespace, extendedClaimInMemory)
-	if v.claim == nil || !strings.Contains(msg, prefix) {
+	if v.claim == nil {
 		return msg
 	}
-	containers := map[string][]string{}
-	resources := map[string]string{}
-	for _, m := range v.mappings {
-		containers[m.RequestName] = append(containers[m.RequestName], m.ContainerName)
-		resources[m.RequestName] = m.ResourceName
-	}
-	for req, names := range containers {
-		word := "container"
-		if len(names) > 1 {
-			word = "containers"
+	v.inPodTermsOnce.Do(func() {
+		prefix := fmt.Sprintf("claim %s/%s, request ", namespace, extendedClaimInMemory)
+		containers := map[string][]string{}
+		resources := map[string]string{}
+		for _, m := range v.mappings {
+			containers[m.RequestName] = append(containers[m.RequestName], m.ContainerName)
+			resources[m.RequestName] = m.ResourceName
 		}
-		msg = strings.ReplaceAll(msg, prefix+req+":", fmt.Sprintf("%s of %s %s:", resources[req], word, strings.Join(names, ", ")))
-	}
-	return msg
+		var pairs []string
+		for _, req := range slices.Sorted(maps.Keys(containers)) {
+			names := containers[req]
+			word := "container"
+			if len(names) > 1 {
+				word = "containers"
+			}
+			pairs = append(pairs, prefix+req+":", fmt.Sprintf("%s of %s %s:", resources[req], word, strings.Join(names, ", ")))
+		}
+		v.inPodTerms = strings.NewReplacer(pairs...)
+	})
+	return v.inPodTerms.Replace(msg)
 }
 
 // staleMapping names the claim the pod's status maps its extended

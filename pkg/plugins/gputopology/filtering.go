@@ -406,7 +406,7 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 			found = true
 			continue
 		}
-		if len(claim.Status.ReservedFor) == 0 || (len(claim.Status.ReservedFor) == 1 && claim.Status.ReservedFor[0].UID == pod.UID) {
+		if FreeableFor(claim, func(uid types.UID) bool { return uid == pod.UID }) {
 			klog.FromContext(ctx).V(4).Info("Deallocating claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 			if err := pl.deallocate(ctx, claim); err != nil {
 				return true, fwk.AsStatus(err)
@@ -427,6 +427,16 @@ func (pl *GPUTopology) deallocatePodClaims(ctx context.Context, pod *v1.Pod, s *
 		return true, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
 	}
 	return false, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// FreeableFor reports whether the claim may be freed for its consumer
+// when that cannot use it where it is allocated: reserved for nothing,
+// or for the consumer alone (consumer says whether a UID is one), as
+// upstream frees claims. GPUCliquePlacement asks it too, to know which
+// claims a failed trial frees.
+func FreeableFor(claim *resourceapi.ResourceClaim, consumer func(types.UID) bool) bool {
+	held := claim.Status.ReservedFor
+	return len(held) == 0 || len(held) == 1 && consumer(held[0].UID)
 }
 
 // deallocate clears the claim's allocation, reservations and device

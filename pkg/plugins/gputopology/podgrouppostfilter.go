@@ -24,13 +24,14 @@ var _ fwk.PodGroupPostFilterPlugin = &GPUTopology{}
 // that the next attempt allocates them anew. Like upstream it leaves
 // composite groups alone, and the claims of the PodGroup of a group with
 // topology constraints (with TopologyAwareWorkloadScheduling): their
-// placements are chosen per domain (GPUCliquePlacement); but it frees
-// such a claim whose binding failed or timed out, which no placement can
-// use (upstream's group would wait until the PodGroup is recreated). Unlike upstream
-// it still frees such a group's pods' own claims: one whose binding
-// failed or timed out, or written for a pod whose binding then failed,
-// is usable on no node, and nothing else would ever free it (no per-pod
-// PostFilter runs for a pod of a group), so the group would wait forever.
+// placements are chosen per domain (GPUCliquePlacement). Unlike upstream
+// it still frees, in such a group, a PodGroup's claim whose binding
+// failed or timed out, which no placement can use (upstream's group waits
+// until the PodGroup is recreated), and the pods' own claims: one whose
+// binding failed or timed out, or written for a pod whose binding then
+// failed, is usable on no node, and nothing else would ever free it (no
+// per-pod PostFilter runs for a pod of a group), so the group would wait
+// forever.
 func (pl *GPUTopology) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	pg := pgInfo.GetPodGroup()
 	if pgInfo.GetType() == fwk.CompositePodGroupKeyType || pg == nil {
@@ -110,8 +111,7 @@ func (pl *GPUTopology) freeGroupClaims(ctx context.Context, g *groupState, pod *
 	for _, s := range g.pods {
 		for _, i := range s.unavailableClaims() {
 			claim := s.claims[i]
-			held := claim.Status.ReservedFor
-			if claim.Status.Allocation == nil || freed[claim.UID] || (len(held) > 1 || len(held) == 1 && held[0].UID != pg.UID) {
+			if claim.Status.Allocation == nil || freed[claim.UID] || !FreeableFor(claim, func(uid types.UID) bool { return uid == pg.UID }) {
 				continue
 			}
 			if constrained && pl.bindingRule().unusable(claim, now) == nil {

@@ -251,6 +251,8 @@ func (pl *GPUTopology) waitForBindingConditions(ctx context.Context, pod *v1.Pod
 // awaitBinding polls the pod's claims until their binding conditions are
 // met, one fails, or bindingTimeout passes.
 func (pl *GPUTopology) awaitBinding(ctx context.Context, pod *v1.Pod, nodeName string, s *stateData) error {
+	// pending reads every claim before judging any, so that s.claims is
+	// what the timeout's message reports.
 	pending := func() (bool, error) {
 		for i, c := range s.claims {
 			claim, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name)
@@ -261,6 +263,8 @@ func (pl *GPUTopology) awaitBinding(ctx context.Context, pod *v1.Pod, nodeName s
 				return false, fmt.Errorf("resourceclaim %s got deallocated while waiting for binding conditions", klog.KObj(claim))
 			}
 			s.claims[i] = claim
+		}
+		for _, claim := range s.claims {
 			ready, err := bindingReady(claim, pl.args.BindingTimeout.Duration, time.Now())
 			if err != nil || !ready {
 				return !ready, err
@@ -283,13 +287,6 @@ func (pl *GPUTopology) awaitBinding(ctx context.Context, pod *v1.Pod, nodeName s
 	case err == nil:
 		return nil
 	case wait.Interrupted(err) && ctx.Err() == nil:
-		// The poll stops reading at the first claim still waiting: read
-		// them all for the message.
-		for i, c := range s.claims {
-			if latest, err := pl.draManager.ResourceClaims().Get(c.Namespace, c.Name); err == nil {
-				s.claims[i] = latest
-			}
-		}
 		return fmt.Errorf("%w: %s", errBindingTimeout, stillWaiting(s.claims, pl.args.BindingTimeout.Duration))
 	}
 	return fmt.Errorf("waiting for device binding conditions: %w", err)
