@@ -3,11 +3,13 @@ package gputopology
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -23,17 +25,34 @@ var errBindingFailed = errors.New("device binding failed")
 var errBindingTimeout = errors.New("device binding timeout")
 
 // unavailableOn says why an allocated claim cannot be used by the pod on
-// node: allocated for other nodes, or its devices failed binding or timed
-// out (then PostFilter deallocates it so that the next attempt allocates
-// anew, as upstream does). Empty means usable.
+// node: allocated for other nodes, on devices whose node operations are
+// skipped where the node does not declare that it can run without them,
+// or its devices failed binding or timed out (then PostFilter deallocates
+// it so that the next attempt allocates anew, as upstream does). Empty
+// means usable.
 func (pl *GPUTopology) unavailableOn(node *v1.Node, availableOn *nodeaffinity.NodeSelector, claim *resourceapi.ResourceClaim) string {
 	if availableOn != nil && !availableOn.Match(node) {
 		return fmt.Sprintf("resourceclaim %s is allocated on other nodes", klog.KObj(claim))
+	}
+	if skipsNodeOperations(claim.Status.Allocation) && !slices.Contains(node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
+		return fmt.Sprintf("resourceclaim %s is allocated on devices that skip node operations, which node %s does not declare it supports (%s)", klog.KObj(claim), node.Name, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
 	}
 	if err := pl.bindingRule().unusable(claim, time.Now()); err != nil {
 		return err.Error()
 	}
 	return ""
+}
+
+// skipsNodeOperations: a device of the allocation skips node operations
+// (DRAOptionalNodeOperations). Checked whatever this scheduler's gate, as
+// upstream checks it: another scheduler may have made the allocation.
+func skipsNodeOperations(alloc *resourceapi.AllocationResult) bool {
+	if alloc == nil {
+		return false
+	}
+	return slices.ContainsFunc(alloc.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
+		return len(r.SkipNodeOperations) > 0
+	})
 }
 
 // bindingReady reports whether every device of the claim with binding

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/plugins/normalize"
 )
 
@@ -78,25 +80,33 @@ func TestPreFilter(t *testing.T) {
 		ReservedForPod("other", types.UID("uid-other")).Obj()
 	otherClass := claim("other-class", 1).Obj()
 	otherClass.Spec.Devices.Requests[0].Exactly.DeviceClassName = "nonexistent.example.com"
+	firstAvailable := claim("first-available", 1).Obj()
+	firstAvailable.Spec.Devices.Requests[0] = resourceapi.DeviceRequest{Name: "gpus", FirstAvailable: []resourceapi.DeviceSubRequest{
+		{Name: "one", DeviceClassName: contract.ClassGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+	}}
 	for _, tc := range []struct {
-		name        string
-		pod         *v1.Pod
-		code        fwk.Code
-		msg         string
-		wantSession bool
+		name               string
+		pod                *v1.Pod
+		prioritizedListOff bool
+		code               fwk.Code
+		msg                string
+		wantSession        bool
 	}{
 		{name: "no claims: a session that only measures fragmentation", pod: podWithClaims("p"), code: fwk.Success, wantSession: true},
 		{name: "claim to allocate", pod: podWithClaims("p", "c"), code: fwk.Success, wantSession: true},
 		{name: "allocated claim: nothing to allocate", pod: podWithClaims("p", "allocated"), code: fwk.Success},
 		{name: "missing class", pod: podWithClaims("p", "other-class"), code: fwk.UnschedulableAndUnresolvable, msg: "device class nonexistent.example.com does not exist"},
 		{name: "allocated claim another pod uses: shared", pod: podWithClaims("p", "shared"), code: fwk.Success},
+		{name: "subrequests with DRAPrioritizedList off", pod: podWithClaims("p", "first-available"), prioritizedListOff: true, code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/first-available, request gpus: has subrequests, but the DRAPrioritizedList feature is disabled"},
+		{name: "subrequests with DRAPrioritizedList on", pod: podWithClaims("p", "first-available"), code: fwk.Success, wantSession: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, objects{
 				classes: []*resourceapi.DeviceClass{gpuClass},
 				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-				claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj(), allocated, shared, otherClass},
+				claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj(), allocated, shared, otherClass, firstAvailable},
 			})
+			env.pl.fts.EnableDRAPrioritizedList = !tc.prioritizedListOff
 			_, status := env.pl.PreFilter(env.tCtx, env.state, tc.pod, nil)
 			wantStatus(t, "PreFilter", status, tc.code, tc.msg)
 			if s, err := getState(env.state); err != nil {
@@ -138,13 +148,22 @@ func TestFilter(t *testing.T) {
 		{name: "node without devices", pod: podWithClaims("p", "two"), node: "node-empty", code: fwk.UnschedulableAndUnresolvable, msg: "cannot allocate all claims"},
 		{name: "claim allocated on another node", pod: podWithClaims("p", "on-b"), node: "node-a", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/on-b is allocated on other nodes"},
 		{name: "already allocated claim on its node", pod: podWithClaims("p", "on-b"), node: "node-b", code: fwk.Success},
+		{name: "allocation skipping node operations on a node that does not declare it", pod: podWithClaims("p", "skip-on-b"), node: "node-b", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/skip-on-b is allocated on devices that skip node operations, which node node-b does not declare"},
+		{name: "allocation skipping node operations on a node that declares it", pod: podWithClaims("p", "skip-on-d"), node: "node-d", code: fwk.Success},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			declares := node("node-d")
+			declares.Status.DeclaredFeatures = []string{draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate}
 			env := newTestEnv(t, objects{
-				nodes:   []*v1.Node{node("node-a"), node("node-b"), node("node-empty")},
+				nodes:   []*v1.Node{node("node-a"), node("node-b"), node("node-empty"), declares},
 				classes: []*resourceapi.DeviceClass{gpuClass},
-				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
-				claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj(), claim("on-b", 1).Allocation(allocatedOn("node-b", "gpu-0")).Obj()},
+				slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4), pairSlice("node-d", 4)},
+				claims: []*resourceapi.ResourceClaim{
+					claim("two", 2).Obj(),
+					claim("on-b", 1).Allocation(allocatedOn("node-b", "gpu-0")).Obj(),
+					claim("skip-on-b", 1).Allocation(skippingNodeOperations(allocatedOn("node-b", "gpu-1"))).Obj(),
+					claim("skip-on-d", 1).Allocation(skippingNodeOperations(allocatedOn("node-d", "gpu-0"))).Obj(),
+				},
 			})
 			if _, status := env.pl.PreFilter(env.tCtx, env.state, tc.pod, nil); !status.IsSuccess() {
 				t.Fatalf("PreFilter: %v", status)
@@ -168,6 +187,15 @@ func TestFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// skippingNodeOperations marks the allocation's devices as skipping the
+// kubelet's prepare and unprepare (DRAOptionalNodeOperations).
+func skippingNodeOperations(a *resourceapi.AllocationResult) *resourceapi.AllocationResult {
+	for i := range a.Devices.Results {
+		a.Devices.Results[i].SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationAll}
+	}
+	return a
 }
 
 // Score prefers the node whose allocation has the better link class, and

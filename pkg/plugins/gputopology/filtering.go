@@ -29,6 +29,11 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		cs.Write(stateKey, &stateData{})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// Until the pod's claims are read, as one without any: see
+	// recordInGroup.
+	if err := recordInGroup(cs, pod, &stateData{}); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
 	classOf, unbacked := pl.draExtendedResources(pod)
 	// Reserve and PreBind run for every pod, Skip or not: they find an
 	// empty state for pods without claims.
@@ -60,10 +65,8 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		variants:    make(map[string]*extendedVariant),
 	}
 	cs.Write(stateKey, s)
-	if g, err := groupOf(cs, true); err != nil {
+	if err := recordInGroup(cs, pod, s); err != nil {
 		return nil, fwk.AsStatus(err)
-	} else if g != nil {
-		g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = s
 	}
 
 	var toAllocate []*resourceapi.ResourceClaim
@@ -184,8 +187,10 @@ func podHost(pod *v1.Pod) topology.Host {
 }
 
 // checkClasses rejects claims whose device classes do not exist, with a
-// message naming claim, request and class; a class created later requeues
-// the pod.
+// message naming claim, request and class (a class created later requeues
+// the pod), and, as upstream, claims with subrequests while
+// DRAPrioritizedList is off: the engine would refuse them on every node
+// as an error, which skips PostFilter and retries the pod in a loop.
 func (pl *GPUTopology) checkClasses(claim *resourceapi.ResourceClaim) *fwk.Status {
 	check := func(request, class string) *fwk.Status {
 		if _, err := pl.draManager.DeviceClasses().Get(class); err != nil {
@@ -200,6 +205,9 @@ func (pl *GPUTopology) checkClasses(claim *resourceapi.ResourceClaim) *fwk.Statu
 				return st
 			}
 		case len(r.FirstAvailable) > 0:
+			if !pl.fts.EnableDRAPrioritizedList {
+				return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("resourceclaim %s, request %s: has subrequests, but the DRAPrioritizedList feature is disabled", klog.KObj(claim), r.Name))
+			}
 			for _, sub := range r.FirstAvailable {
 				if st := check(r.Name+"/"+sub.Name, sub.DeviceClassName); st != nil {
 					return st

@@ -3,6 +3,7 @@ package gputopology
 import (
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -51,6 +52,20 @@ func groupOf(cs fwk.CycleState, create bool) (*groupState, error) {
 		return nil, fmt.Errorf("%s pod-group state has type %T, want *groupState", Name, v)
 	}
 	return g, nil
+}
+
+// recordInGroup keeps the pod's state of its latest trial in the
+// pod-group cycle for PodGroupPostFilter, as upstream keeps it for every
+// pod that reaches PreFilter: a pod with no claim to free (none at all,
+// or PreFilter stopped before reading them) lets PodGroupPostFilter free
+// the PodGroup's claims. Nothing outside a pod-group cycle.
+func recordInGroup(cs fwk.CycleState, pod *v1.Pod, s *stateData) error {
+	g, err := groupOf(cs, true)
+	if err != nil || g == nil {
+		return err
+	}
+	g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = s
+	return nil
 }
 
 // sharedPending is the in-flight allocation of claim made by another pod

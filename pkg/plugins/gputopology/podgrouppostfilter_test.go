@@ -210,3 +210,41 @@ func TestPodGroupPostFilterFreesAConstrainedGroupsUnusableClaim(t *testing.T) {
 		})
 	}
 }
+
+// As upstream, a pod of the group without claims counts: it had no claim
+// to free, so the PodGroup's reservation of its claim is dropped for the
+// next attempt to allocate it anew (DRAWorkloadResourceClaims, no
+// topology constraint). Its PreFilter records it in the group's cycle.
+func TestPodGroupPostFilterCountsPodsWithoutClaims(t *testing.T) {
+	groupClaim := claim("group", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()
+	groupClaim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "job", UID: "uid-pg"}}
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-pg"},
+		Spec:       schedulingv1beta1.PodGroupSpec{ResourceClaims: []schedulingv1beta1.PodGroupResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To("group")}}},
+	}
+	env := newTestEnv(t, objects{
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{groupClaim},
+	})
+	env.pl.fts.EnableDRAWorkloadResourceClaims = true
+	env.pl.fh = groupHandle{Handle: env.pl.fh, pg: pg}
+	pod := podWithClaims("p")
+	pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+	group := framework.NewCycleState()
+	cs := framework.NewCycleState()
+	cs.SetPodGroupSchedulingCycle(group)
+	if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); status.IsError() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	info := &framework.PodGroupInfo{Name: "job", Namespace: ns, UnscheduledPods: []*v1.Pod{pod}, PodGroup: pg}
+	_, status := env.pl.PodGroupPostFilter(env.tCtx, group, info, nil)
+	wantStatus(t, "PodGroupPostFilter", status, fwk.Unschedulable, "ResourceClaim unreserved for PodGroup")
+	got, err := env.client.ResourceV1().ResourceClaims(ns).Get(env.tCtx, "group", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.ReservedFor) != 0 {
+		t.Errorf("the PodGroup's reservation was kept: %+v", got.Status.ReservedFor)
+	}
+}
