@@ -23,8 +23,9 @@ type pluginLister interface {
 // server then rejects the second reservation and the pod never binds).
 // It also refuses GPUTopology at only some of the extension points that
 // allocate: Filter alone fails every pod (PreFilter's state is missing),
-// and without Reserve or PreBind a pod binds with its claim unallocated
-// or its devices stay in flight. The list of a profile's plugins is
+// without Reserve or PreBind a pod binds with its claim unallocated or its
+// devices stay in flight, and without PostFilter a claim allocated where
+// its pod can no longer run is never freed, so the pod waits for good. The list of a profile's plugins is
 // complete only after every plugin's New, so EventsToRegister, which
 // kube-scheduler calls while it builds the scheduler, runs this check:
 // the scheduler does not start.
@@ -37,7 +38,7 @@ func checkProfile(fh fwk.Handle) error {
 	points := []struct {
 		name string
 		set  schedconfig.PluginSet
-	}{{"preFilter", p.PreFilter}, {"filter", p.Filter}, {"reserve", p.Reserve}, {"preBind", p.PreBind}}
+	}{{"preFilter", p.PreFilter}, {"filter", p.Filter}, {"postFilter", p.PostFilter}, {"reserve", p.Reserve}, {"preBind", p.PreBind}}
 	var missing []string
 	for _, point := range points {
 		if enables(point.set, inTreeDRA) {
@@ -51,7 +52,7 @@ func checkProfile(fh fwk.Handle) error {
 	// A framework whose profile lists the plugin nowhere built it by hand
 	// (tests, the demo's replay); it has no points to compare.
 	if len(missing) > 0 && slices.Contains(p.Names(), Name) {
-		return fmt.Errorf("profile %q enables %s at only some of the extension points that allocate claims (not at %s): enable it at preFilter, filter, reserve and preBind, or through multiPoint",
+		return fmt.Errorf("profile %q enables %s at only some of the extension points that allocate claims (not at %s): enable it at preFilter, filter, postFilter, reserve and preBind, or through multiPoint",
 			fh.ProfileName(), Name, strings.Join(missing, ", "))
 	}
 	return nil

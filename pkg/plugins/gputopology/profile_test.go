@@ -26,13 +26,15 @@ func enabled(names ...string) schedconfig.PluginSet {
 }
 
 func TestCheckProfile(t *testing.T) {
-	all := schedconfig.Plugins{PreFilter: enabled(Name), Filter: enabled(Name), Reserve: enabled(Name), PreBind: enabled(Name), Score: enabled(Name)}
+	all := schedconfig.Plugins{PreFilter: enabled(Name), Filter: enabled(Name), PostFilter: enabled(Name), Reserve: enabled(Name), PreBind: enabled(Name), Score: enabled(Name)}
 	withInTree := all
 	withInTree.Reserve = enabled(Name, inTreeDRA)
 	noReserve := all
 	noReserve.Reserve = enabled()
 	noPreBind := all
 	noPreBind.PreBind = enabled("VolumeBinding")
+	noPostFilter := all
+	noPostFilter.PostFilter = enabled("DefaultPreemption")
 	for _, tc := range []struct {
 		name    string
 		plugins schedconfig.Plugins
@@ -40,10 +42,11 @@ func TestCheckProfile(t *testing.T) {
 	}{
 		{name: "every extension point that allocates", plugins: all},
 		{name: "DynamicResources too", plugins: withInTree, want: `profile "gputopo-scheduler" enables both GPUTopology and DynamicResources`},
-		{name: "filter only", plugins: schedconfig.Plugins{Filter: enabled(Name)}, want: "(not at preFilter, reserve, preBind)"},
-		{name: "score only", plugins: schedconfig.Plugins{Score: enabled(Name)}, want: "(not at preFilter, filter, reserve, preBind)"},
+		{name: "filter only", plugins: schedconfig.Plugins{Filter: enabled(Name)}, want: "(not at preFilter, postFilter, reserve, preBind)"},
+		{name: "score only", plugins: schedconfig.Plugins{Score: enabled(Name)}, want: "(not at preFilter, filter, postFilter, reserve, preBind)"},
 		{name: "without reserve", plugins: noReserve, want: "(not at reserve)"},
 		{name: "without preBind", plugins: noPreBind, want: "(not at preBind)"},
+		{name: "without postFilter: an unusable claim would never be freed", plugins: noPostFilter, want: "(not at postFilter): enable it at preFilter, filter, postFilter, reserve and preBind"},
 		{name: "built outside any profile", plugins: schedconfig.Plugins{Filter: enabled("NodeResourcesFit")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

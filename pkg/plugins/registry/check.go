@@ -9,8 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/gputopo/gputopo/pkg/plugins/cliqueplacement"
 	"github.com/gputopo/gputopo/pkg/plugins/consumable"
 	"github.com/gputopo/gputopo/pkg/plugins/gputopology"
 	"github.com/gputopo/gputopo/pkg/plugins/partitionable"
@@ -25,8 +27,13 @@ import (
 //   - args for one of gputopo's plugins in a profile that does not
 //     enable it (they configure nothing there: the profile that runs it
 //     takes its defaults), or any args for a plugin that takes none;
-//   - GPUConsumable or GPUPartitionable without GPUTopology, whose
-//     measure they read;
+//   - GPUConsumable, GPUPartitionable or GPUCliquePlacement without
+//     GPUTopology, whose measure they read and which allocates the
+//     claims of the groups GPUCliquePlacement places;
+//   - GPUCliquePlacement next to the in-tree TopologyPlacementGenerator:
+//     kube-scheduler allows one generator per profile, but checks it only
+//     while the pod-group gates are on, so such a profile starts today
+//     and stops the scheduler the day the gates are switched on;
 //   - a negative score weight for one of gputopo's plugins, which would
 //     turn "the best placement" into "the worst".
 func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
@@ -50,17 +57,11 @@ func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
 				errs = append(errs, field.Forbidden(at.Child("args"), pc.Name+" takes no args: its weight is the profile's plugin weight, and it reads what GPUTopology chose"))
 			}
 		}
-		for _, scorer := range []string{consumable.Name, partitionable.Name} {
-			if enabled[scorer] && !enabled[gputopology.Name] {
-				errs = append(errs, field.Invalid(path.Child("plugins"), scorer, fmt.Sprintf(
-					"%s scores nodes by what %s measures, so without it in profile %s every node scores the same: enable %s there too",
-					scorer, gputopology.Name, p.SchedulerName, gputopology.Name)))
-			}
-		}
+		errs = append(errs, checkDependencies(path, p, enabled)...)
 		for _, set := range []struct {
 			point string
 			set   schedconfig.PluginSet
-		}{{"multiPoint", p.Plugins.MultiPoint}, {"score", p.Plugins.Score}} {
+		}{{"multiPoint", p.Plugins.MultiPoint}, {"score", p.Plugins.Score}, {"placementScore", p.Plugins.PlacementScore}} {
 			for _, pl := range set.set.Enabled {
 				if _, ok := ours[pl.Name]; ok && pl.Weight < 0 {
 					errs = append(errs, field.Invalid(path.Child("plugins", set.point, "enabled").Key(pl.Name).Child("weight"), pl.Weight,
@@ -73,6 +74,47 @@ func CheckConfig(cfg *schedconfig.KubeSchedulerConfiguration) error {
 		return fmt.Errorf("scheduler configuration: %w", errs.ToAggregate())
 	}
 	return nil
+}
+
+// needsTopology: gputopo's plugins that read what GPUTopology measures or
+// allocates: what each does, and what it does without GPUTopology.
+var needsTopology = map[string]struct{ does, without string }{
+	consumable.Name:      {"scores nodes by what GPUTopology measures", "every node scores the same"},
+	partitionable.Name:   {"scores nodes by what GPUTopology measures", "every node scores the same"},
+	cliqueplacement.Name: {"places pod groups where GPUTopology can allocate their claims", "their claims are not allocated, or are allocated blind to links and fragmentation"},
+}
+
+// checkDependencies refuses gputopo's plugins without what they need in
+// the profile: GPUTopology (needsTopology), and for GPUCliquePlacement
+// the in-tree placement generator disabled.
+func checkDependencies(path *field.Path, p schedconfig.KubeSchedulerProfile, enabled map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(needsTopology)) {
+		if d := needsTopology[name]; enabled[name] && !enabled[gputopology.Name] {
+			errs = append(errs, field.Invalid(path.Child("plugins"), name, fmt.Sprintf("%s %s, so without it in profile %s %s: enable %s there too",
+				name, d.does, p.SchedulerName, d.without, gputopology.Name)))
+		}
+	}
+	if enabled[cliqueplacement.Name] && !disables(p.Plugins, names.TopologyPlacementGenerator) {
+		errs = append(errs, field.Invalid(path.Child("plugins"), cliqueplacement.Name, fmt.Sprintf(
+			"%s replaces the in-tree %s, and a profile takes one placement generator: disable %s under multiPoint in profile %s (kube-scheduler checks this only once the pod-group gates are on, and would then not start)",
+			cliqueplacement.Name, names.TopologyPlacementGenerator, names.TopologyPlacementGenerator, p.SchedulerName)))
+	}
+	return errs
+}
+
+// disables says whether the profile disables the plugin under multiPoint
+// or placementGenerate, by name or with "*".
+func disables(p *schedconfig.Plugins, plugin string) bool {
+	if p == nil {
+		return false
+	}
+	for _, set := range []schedconfig.PluginSet{p.MultiPoint, p.PlacementGenerate} {
+		if slices.ContainsFunc(set.Disabled, func(pl schedconfig.Plugin) bool { return pl.Name == plugin || pl.Name == "*" }) {
+			return true
+		}
+	}
+	return false
 }
 
 // takesNoArgs are gputopo's plugins without args.

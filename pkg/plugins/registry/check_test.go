@@ -52,6 +52,21 @@ func TestCheckConfig(t *testing.T) {
 		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUConsumable, weight: -20}\n    score:\n      enabled:\n      - {name: GPUTopology, weight: -1}\n",
 		want:    []string{"profiles[0].plugins.multiPoint.enabled[GPUConsumable].weight: Invalid value: -20", "profiles[0].plugins.score.enabled[GPUTopology].weight: Invalid value: -1"},
 	}, {
+		name:    "a placement scorer's negative weight",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n      disabled:\n      - {name: TopologyPlacementGenerator}\n    placementScore:\n      enabled:\n      - {name: GPUCliquePlacement, weight: -1}\n",
+		want:    []string{"profiles[0].plugins.placementScore.enabled[GPUCliquePlacement].weight: Invalid value: -1"},
+	}, {
+		name:    "pod-group placement without the plugin that allocates the claims",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUCliquePlacement}\n      disabled:\n      - {name: TopologyPlacementGenerator}\n",
+		want:    []string{`profiles[0].plugins: Invalid value: "GPUCliquePlacement": GPUCliquePlacement places pod groups where GPUTopology can allocate their claims`},
+	}, {
+		name:    "two placement generators: refused whatever the pod-group gates",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n",
+		want:    []string{`profiles[0].plugins: Invalid value: "GPUCliquePlacement": GPUCliquePlacement replaces the in-tree TopologyPlacementGenerator`, "disable TopologyPlacementGenerator under multiPoint in profile gputopo-scheduler"},
+	}, {
+		name:    "the in-tree generator disabled under placementGenerate, or all defaults with *",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n    placementGenerate:\n      disabled:\n      - {name: '*'}\n",
+	}, {
 		name:    "an in-tree plugin's negative weight is kube-scheduler's business",
 		profile: "  plugins:\n    score:\n      enabled:\n      - {name: NodeResourcesBalancedAllocation, weight: -1}\n",
 	}} {
