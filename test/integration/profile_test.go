@@ -12,8 +12,14 @@ import (
 func TestProfileWithBothDRAPluginsRefused(t *testing.T) {
 	c := startCluster(t)
 	cfg := schedulerConfigWith(t, gputopoOnly, c.schedulerKubeconfig(), func(cfg map[string]any) {
-		p := cfg["profiles"].([]any)[0].(map[string]any)
-		delete(p["plugins"].(map[string]any)["multiPoint"].(map[string]any), "disabled")
+		multiPoint := cfg["profiles"].([]any)[0].(map[string]any)["plugins"].(map[string]any)["multiPoint"].(map[string]any)
+		var disabled []any
+		for _, pl := range multiPoint["disabled"].([]any) {
+			if pl.(map[string]any)["name"] != "DynamicResources" {
+				disabled = append(disabled, pl)
+			}
+		}
+		multiPoint["disabled"] = disabled
 	})
 	p := c.runScheduler("gputopo", cfg)
 	if err := p.waitExit(c.ctx, 60*time.Second); err != nil {
