@@ -38,6 +38,7 @@ func TestBadValues(t *testing.T) {
 		{`scheduler: {weights: {GPUTopology: 0}}`, "/scheduler/weights/GPUTopology"},
 		{`scheduler: {featureGates: {GenericWorkload: "yes"}}`, "/scheduler/featureGates/GenericWorkload"},
 		{`scheduler: {featureGates: {CompositePodGroup: true}}`, "/scheduler/featureGates/CompositePodGroup"},
+		{`scheduler: {featureGates: {CoordinatedLeaderElection: true}}`, "/scheduler/featureGates/CoordinatedLeaderElection"},
 		{`scheduler: {image: {repository: ""}}`, "/scheduler/image/repository"},
 		{`nodeAgent: {config: {driverName: gpu.example.com}}`, "/nodeAgent/config/driverName"},
 		{`podGroups: true`, "/podGroups"},
@@ -98,9 +99,9 @@ func TestOtherNamespace(t *testing.T) {
 		}
 	}
 	for key, user := range map[string]string{
-		"ValidatingAdmissionPolicy <nil>/gputopo-nodeagent-own-node-slices":       "system:serviceaccount:gpu-sched:gputopo-nodeagent",
-		"ValidatingAdmissionPolicy <nil>/gputopo-nodeagent-own-node-clique-label": "system:serviceaccount:gpu-sched:gputopo-nodeagent",
-		"ValidatingAdmissionPolicy <nil>/gputopo-device-partition":                "system:serviceaccount:gpu-sched:gputopo-scheduler",
+		// The node agent's policies match its account in any namespace
+		// (manifests' TestOwnNodePoliciesFollowTheAgent).
+		"ValidatingAdmissionPolicy <nil>/gputopo-device-partition": "system:serviceaccount:gpu-sched:gputopo-scheduler",
 	} {
 		y, _ := yaml.Marshal(objs[key])
 		if !strings.Contains(string(y), user) {

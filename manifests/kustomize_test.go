@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -230,6 +231,78 @@ func TestNodeAgentOverlaysRestartTheAgents(t *testing.T) {
 		config, template := parts(overlay)
 		if config != baseConfig && template == baseTemplate {
 			t.Errorf("%s changes the agent's configuration but not its pod template: applying it over nodeagent would not restart the agents", overlay)
+		}
+	}
+}
+
+// The node agent's own-node admission policies keep applying when an
+// overlay moves the agent into another namespace (kustomize does not
+// change the strings of their CEL): their match condition, evaluated as
+// the API server evaluates it, matches the moved agent's account and no
+// other account.
+func TestOwnNodePoliciesFollowTheAgent(t *testing.T) {
+	env, err := cel.NewEnv(cel.Variable("request", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches := func(expr, user string) bool {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := prg.Eval(map[string]any{"request": map[string]any{"userInfo": map[string]any{"username": user}}})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return out.Value() == true
+	}
+	for _, base := range []string{"nodeagent", "nodeagent-clique-label", "nodeagent-mig"} {
+		dir := t.TempDir()
+		abs, err := filepath.Abs(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(dir, abs) // kustomize takes no absolute base
+		if err != nil {
+			t.Fatal(err)
+		}
+		overlay := fmt.Sprintf("namespace: gpu-ops\nresources:\n- %s\n", rel)
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res := build(t, dir)
+		var agent string
+		var conditions []string
+		for _, r := range res.Resources() {
+			switch r.GetKind() {
+			case "ServiceAccount":
+				agent = "system:serviceaccount:" + r.GetNamespace() + ":" + r.GetName()
+			case "ValidatingAdmissionPolicy":
+				m, err := r.Map()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range m["spec"].(map[string]any)["matchConditions"].([]any) {
+					conditions = append(conditions, c.(map[string]any)["expression"].(string))
+				}
+			}
+		}
+		if agent != "system:serviceaccount:gpu-ops:gputopo-nodeagent" || len(conditions) == 0 {
+			t.Fatalf("%s moved: agent %q, %d policy conditions", base, agent, len(conditions))
+		}
+		for _, expr := range conditions {
+			if !matches(expr, agent) {
+				t.Errorf("%s moved to gpu-ops: condition %s does not match the agent %s, so its policy stops applying", base, expr, agent)
+			}
+			for _, other := range []string{"system:serviceaccount:gpu-ops:gputopo-scheduler", "system:serviceaccount:gpu-ops:gputopo-nodeagent-x", "system:node:n1", "admin"} {
+				if matches(expr, other) {
+					t.Errorf("%s: condition %s matches %s", base, expr, other)
+				}
+			}
 		}
 	}
 }

@@ -13,12 +13,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .image.repository $tag -}}
 {{- end }}
 
-{{/* The service account user names the admission policies match. */}}
+{{/* The scheduler's service account user name, which the partition policy matches. */}}
 {{- define "gputopo.schedulerUser" -}}
 system:serviceaccount:{{ .Release.Namespace }}:gputopo-scheduler
-{{- end }}
-{{- define "gputopo.nodeAgentUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:gputopo-nodeagent
 {{- end }}
 
 {{/* featureGates: the scheduler's --feature-gates value, sorted. */}}
