@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -564,6 +565,59 @@ func TestPolicyRejectsBadLinkClassCost(t *testing.T) {
 		pol.LinkClassCost = v
 		if _, err := New(Options{Features: DefaultFeatures(), Policy: pol}); err == nil || !strings.Contains(err.Error(), "policy.linkClassCost") {
 			t.Errorf("linkClassCost %v: error %v, want one naming policy.linkClassCost", v, err)
+		}
+	}
+}
+
+// An extended-resource claim (a pod asking nvidia.com/gpu in several
+// containers) is scored by each container's GPUs, which are all the
+// container sees: two containers of 2 GPUs each get an NVLink pair each
+// where two pairs are free, not four GPUs close as a whole. A claim of
+// the same requests written by a user, whose containers may share every
+// device, is scored as a whole. Both go through one engine, the user's
+// claim first: the solution memo must tell the two apart.
+func TestQualityExtendedClaimLinksPerContainer(t *testing.T) {
+	var gpus []gpu
+	for i := range 8 {
+		gpus = append(gpus, gpu{nvlink: fmt.Sprintf("pair-%d", i/2), numa: int64(i / 4), pcie: fmt.Sprintf("pci0000:%02x", i/2), product: "NVIDIA H100 NVL"})
+	}
+	sl := []*resourceapi.ResourceSlice{gpuSlice("node-a", gpus)}
+	state := emptyState()
+	for _, held := range []string{"gpu-0", "gpu-5"} {
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", held))
+	}
+	f := DefaultFeatures()
+	e, err := New(Options{Features: f, Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := NewInventory(sl, f)
+	_, ctx := ktesting.NewTestContext(t)
+	allocate := func(extended bool) *Result {
+		c := claimOf("pod-extended-resources", exact("container-0-request-0", gpuClass.Name, 2), exact("container-1-request-0", gpuClass.Name, 2))
+		if extended {
+			c.Annotations = map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"}
+		}
+		res, err := e.NewSession(inv, testClasses, state, []*resourceapi.ResourceClaim{c}).Allocate(ctx, node("node-a"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// The user's claim: as a whole, the four GPUs leave the most intact
+	// pairs (its containers may share them all).
+	names := deviceNames(allocate(false).Allocations)
+	slices.Sort(names)
+	if want := []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4"}; !slices.Equal(names, want) {
+		t.Errorf("user's claim: devices %v, want %v (the broken pairs' GPUs and one pair, two pairs left intact)", names, want)
+	}
+	byRequest := map[string][]topology.GPU{}
+	for _, r := range allocate(true).Allocations[0].Devices.Results {
+		byRequest[r.Request] = append(byRequest[r.Request], describe(t, sl, r.Device))
+	}
+	for req, set := range byRequest {
+		if link := topology.WorstPair(set); link != topology.LinkNVLink {
+			t.Errorf("extended-resource claim: %s got link %s, want an NVLink pair for each container", req, link)
 		}
 	}
 }

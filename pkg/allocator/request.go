@@ -7,6 +7,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/contract"
 )
 
 // req is one request, or one subrequest of a firstAvailable request, as the
@@ -27,6 +29,10 @@ type req struct {
 	tolerate   []resourceapi.DeviceToleration
 	capacity   *resourceapi.CapacityRequirements
 	capKey     string // capacityKey(capacity)
+	// container: in an extended-resource claim (KEP-5004), the index of
+	// the container the request serves, whose GPUs' links count apart
+	// (linkGroups); -1 in any other claim.
+	container int
 }
 
 // group is one entry of spec.devices.requests: one req, or the
@@ -116,6 +122,19 @@ func subSpec(e *resourceapi.DeviceSubRequest) reqSpec {
 	return reqSpec{e.DeviceClassName, e.AllocationMode, e.Count, nil, e.Selectors, e.Tolerations, e.Capacity, len(e.DerivedAttributes)}
 }
 
+// extendedContainer is the container an extended-resource claim's
+// request serves (contract.ExtendedRequestName), -1 for a request of any
+// other claim.
+func extendedContainer(claim *resourceapi.ResourceClaim, request string) int {
+	if claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+		return -1
+	}
+	if i, ok := contract.ExtendedRequestContainer(request); ok {
+		return i
+	}
+	return -1
+}
+
 func (s *Session) newReq(claim *resourceapi.ResourceClaim, ci, gi, si int, base, sub string, spec reqSpec) (*req, error) {
 	q := &req{
 		idx: len(s.reqs), claim: ci, group: gi, sub: si,
@@ -123,7 +142,8 @@ func (s *Session) newReq(claim *resourceapi.ResourceClaim, ci, gi, si int, base,
 		className: spec.className,
 		admin:     ptr.Deref(spec.adminAccess, false),
 		selectors: spec.selectors, tolerate: spec.tolerations, capacity: spec.capacity,
-		capKey: capacityKey(spec.capacity),
+		capKey:    capacityKey(spec.capacity),
+		container: extendedContainer(claim, base),
 	}
 	if sub != "" {
 		q.name = base + "/" + sub

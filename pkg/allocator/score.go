@@ -2,7 +2,9 @@ package allocator
 
 import (
 	"fmt"
+	"iter"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gputopo/gputopo/pkg/topology"
@@ -178,16 +180,18 @@ func (r *run) evaluate() Quality {
 
 	cost := 0
 	for c := range r.picks {
-		w, n := r.worstPair(r.picks[c])
-		if n < 2 {
-			continue
+		for picks := range r.linkGroups(r.picks[c]) {
+			w, n := r.worstPair(picks)
+			if n < 2 {
+				continue
+			}
+			if !q.MultiDevice || w > q.WorstLink {
+				q.WorstLink = w
+			}
+			q.MultiDevice = true
+			cost += int(w)
+			q.LinkSteps += r.linkSteps(picks, w)
 		}
-		if !q.MultiDevice || w > q.WorstLink {
-			q.WorstLink = w
-		}
-		q.MultiDevice = true
-		cost += int(w)
-		q.LinkSteps += r.linkSteps(r.picks[c], w)
 	}
 	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure +
 		r.pol.LinkClassCost*float64(q.LinkSteps) + r.contention(q.Request)
@@ -244,6 +248,34 @@ func (r *run) linkSteps(picks []pick, worst topology.LinkClass) int {
 		return 0
 	}
 	return max(0, int(worst-best[len(picks)]))
+}
+
+// linkGroups yields the sets of a claim's picks whose links count
+// together: the whole claim, whose containers may all use all of its
+// devices, but for an extended-resource claim each container's picks
+// apart, since the kubelet gives each container only the devices of its
+// own requests: two containers of 2 GPUs each are served best by one
+// NVLink pair each, not by four GPUs that are close as a whole.
+func (r *run) linkGroups(picks []pick) iter.Seq[[]pick] {
+	return func(yield func([]pick) bool) {
+		if len(picks) < 2 || picks[0].q.container < 0 {
+			yield(picks)
+			return
+		}
+		r.linkScratch = append(r.linkScratch[:0], picks...)
+		sorted := r.linkScratch
+		slices.SortStableFunc(sorted, func(a, b pick) int { return a.q.container - b.q.container })
+		for len(sorted) > 0 {
+			n := 1
+			for n < len(sorted) && sorted[n].q.container == sorted[0].q.container {
+				n++
+			}
+			if !yield(sorted[:n]) {
+				return
+			}
+			sorted = sorted[n:]
+		}
+	}
 }
 
 // worstPair is topology.WorstPair over the picks that publish topology,

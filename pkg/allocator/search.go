@@ -84,7 +84,10 @@ type run struct {
 	setBefore map[[2]int]float64
 	// Scratch space for scoring, reused across leaves.
 	intactScratch []int
-	fragScratch   []float64
+	// linkScratch: an extended-resource claim's picks by container
+	// (linkGroups).
+	linkScratch []pick
+	fragScratch []float64
 	// nodeFrag is the workload on the node's host without and with the
 	// run (measure's withRun), built on first use.
 	nodeFrag   [2]*topology.NodeFragmentation

@@ -114,6 +114,9 @@ type memoInput struct {
 type memoClaim struct {
 	Namespace string
 	Spec      *resourceapi.ResourceClaimSpec
+	// Extended: an extended-resource claim, whose links are scored per
+	// container (linkGroups).
+	Extended bool
 }
 
 type memoClass struct {
@@ -131,7 +134,7 @@ func (s *Session) memoBucket() *memoBucket {
 		}
 		in := memoInput{Engine: s.eng.id, Legacy: s.legacy, NoTwins: s.eng.noTwins, Workload: s.workload}
 		for _, c := range s.claims {
-			in.Claims = append(in.Claims, memoClaim{c.Namespace, &c.Spec})
+			in.Claims = append(in.Claims, memoClaim{c.Namespace, &c.Spec, c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"})
 		}
 		for _, q := range s.reqs {
 			in.Classes = append(in.Classes, memoClass{q.class.Name, &q.class.Spec})
