@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -24,8 +25,10 @@ import (
 // pending, with the scheduler's reasons one per line (gputopo's say per
 // request how many devices match and why they are not free), and what
 // each of its claims asks for. It reads the pod and its claims (get).
-// What it cannot read (a claim or PodGroup it may not get) it leaves out
-// of w and returns as the error, after writing the rest.
+// A claim that does not exist is said, with why (a pod that ended has
+// its generated claims deleted). What it cannot read (a claim or
+// PodGroup it may not get) it leaves out of w and returns as the error,
+// after writing the rest.
 func Why(ctx context.Context, client kubernetes.Interface, namespace, name string, w io.Writer) error {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -33,9 +36,12 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	}
 	var b strings.Builder
 	var errs []error
-	if pod.Spec.NodeName != "" {
+	switch {
+	case ended(pod) && pod.Spec.NodeName != "":
+		fmt.Fprintf(&b, "pod %s/%s has ended (%s) on node %s (scheduler %s)\n", namespace, name, pod.Status.Phase, pod.Spec.NodeName, pod.Spec.SchedulerName)
+	case pod.Spec.NodeName != "":
 		fmt.Fprintf(&b, "pod %s/%s is bound to node %s (scheduler %s)\n", namespace, name, pod.Spec.NodeName, pod.Spec.SchedulerName)
-	} else {
+	default:
 		fmt.Fprintf(&b, "pod %s/%s is pending (scheduler %s)\n", namespace, name, pod.Spec.SchedulerName)
 		writeReasons(&b, pod)
 	}
@@ -60,13 +66,40 @@ func writeClaims(ctx context.Context, client kubernetes.Interface, b *strings.Bu
 			continue
 		}
 		claim, err := client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, c.claim, metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err) && !notServed(err):
+			fmt.Fprintf(b, "claim %s: %s\n", c.claim, whyMissing(pod, c))
+			continue
+		case err != nil:
 			errs = append(errs, fmt.Errorf("claim %s: %w", c.claim, err))
 			continue
 		}
 		writeClaim(b, claim, time.Now())
 	}
 	return errs
+}
+
+// whyMissing says why a claim the pod names does not exist: a pod that
+// ended has its generated claims deleted by the resourceclaim
+// controller; a pending pod's extended-resource claim of an earlier
+// attempt is replaced when the scheduler places it; any other claim the
+// pod waits for.
+func whyMissing(pod *v1.Pod, c podClaim) string {
+	switch {
+	case ended(pod) && !c.named:
+		return "deleted (the pod has ended, and the resourceclaim controller deletes the claims made for it)"
+	case c.extended && pod.Spec.NodeName == "":
+		return "not found: the claim of an earlier attempt, which the scheduler replaces when it places the pod"
+	case ended(pod):
+		return "does not exist in namespace " + pod.Namespace
+	default:
+		return fmt.Sprintf("does not exist in namespace %s (the pod cannot run without it)", pod.Namespace)
+	}
+}
+
+// ended: the pod's containers have all stopped for good.
+func ended(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 // writeReasons writes the PodScheduled condition's message one reason a
@@ -164,7 +197,11 @@ func parseSchedulingMessage(msg string) schedulingMessage {
 // podClaim is one claim of a pod: its name, or, for an entry of
 // spec.resourceClaims whose claim from a template does not exist yet,
 // the entry and its template.
-type podClaim struct{ claim, entry, template string }
+type podClaim struct {
+	claim, entry, template string
+	named                  bool // a claim of the user's, by name
+	extended               bool // the pod's extended-resource claim
+}
 
 // podClaims are the pod's claims: its spec.resourceClaims entries, each
 // naming a claim or a template whose claim pod.status names once
@@ -175,7 +212,7 @@ func podClaims(pod *v1.Pod) []podClaim {
 	for _, rc := range pod.Spec.ResourceClaims {
 		switch {
 		case rc.ResourceClaimName != nil:
-			out = append(out, podClaim{claim: *rc.ResourceClaimName})
+			out = append(out, podClaim{claim: *rc.ResourceClaimName, named: true})
 		case rc.ResourceClaimTemplateName != nil:
 			i := slices.IndexFunc(pod.Status.ResourceClaimStatuses, func(s v1.PodResourceClaimStatus) bool { return s.Name == rc.Name })
 			if i < 0 {
@@ -186,7 +223,7 @@ func podClaims(pod *v1.Pod) []podClaim {
 		}
 	}
 	if s := pod.Status.ExtendedResourceClaimStatus; s != nil {
-		out = append(out, podClaim{claim: s.ResourceClaimName})
+		out = append(out, podClaim{claim: s.ResourceClaimName, extended: true})
 	}
 	return out
 }

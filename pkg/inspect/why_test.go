@@ -146,3 +146,54 @@ func TestWhyPodGroupListsUnfinishedPodsInPages(t *testing.T) {
 		t.Errorf("pods listed in %d requests, want 2 pages of 500 (601 pods)", n)
 	}
 }
+
+// A claim the pod names that does not exist is said, with why, and is
+// no error: a Job's pod that ended has its claims deleted by the
+// resourceclaim controller (its status still names them), a pending
+// pod's extended-resource claim of an earlier attempt is replaced when
+// it is placed, and a claim of the user's the pod waits for.
+func TestWhyMissingClaims(t *testing.T) {
+	extended := func(phase v1.PodPhase, node string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train-0"}, Spec: v1.PodSpec{SchedulerName: "gputopo-scheduler", NodeName: node}}
+		p.Status.Phase = phase
+		p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "train-0-extended-resources-x"}
+		return p
+	}
+	named := func(phase v1.PodPhase) *v1.Pod {
+		p := whyPod("")
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To("shared-gpus")}}
+		p.Spec.NodeName = "n1"
+		p.Status.Phase = phase
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		pod       *v1.Pod
+		wantLines []string
+	}{
+		{"a Job's pod that ended", extended(v1.PodSucceeded, "n1"), []string{
+			"pod ml/train-0 has ended (Succeeded) on node n1 (scheduler gputopo-scheduler)",
+			"claim train-0-extended-resources-x: deleted (the pod has ended, and the resourceclaim controller deletes the claims made for it)"}},
+		{"a pending pod's claim of an earlier attempt", extended(v1.PodPending, ""), []string{
+			"pod ml/train-0 is pending",
+			"claim train-0-extended-resources-x: not found: the claim of an earlier attempt, which the scheduler replaces when it places the pod"}},
+		{"a claim of the user's, pod running", named(v1.PodRunning), []string{
+			"pod ml/train-0 is bound to node n1",
+			"claim shared-gpus: does not exist in namespace ml (the pod cannot run without it)"}},
+		{"a claim of the user's, pod ended: not the controller's to delete", named(v1.PodFailed), []string{
+			"pod ml/train-0 has ended (Failed) on node n1",
+			"claim shared-gpus: does not exist in namespace ml\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := Why(context.Background(), fake.NewClientset(tc.pod), "ml", "train-0", &b); err != nil {
+				t.Errorf("error %v, want the missing claim said", err)
+			}
+			for _, want := range tc.wantLines {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("written\n%s\nwant the line %q", b.String(), want)
+				}
+			}
+		})
+	}
+}
