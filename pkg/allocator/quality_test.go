@@ -621,3 +621,33 @@ func TestQualityExtendedClaimLinksPerContainer(t *testing.T) {
 		}
 	}
 }
+
+// With Packing off, nothing of it is left in PackingCost, which
+// GPUConsumable scores: a pick one link class below the node's best
+// costs LinkClassCost with Packing on and nothing with it off.
+func TestQualityPackingOffCostsNothing(t *testing.T) {
+	sl := []*resourceapi.ResourceSlice{pairNode("node-a")}
+	state := emptyState()
+	for _, held := range []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3"} { // every pair broken
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(drvNVIDIA, "node-a", held))
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	for _, packing := range []bool{true, false} {
+		pol := DefaultPolicy()
+		pol.Packing.Enabled = packing
+		e, err := New(Options{Features: DefaultFeatures(), Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.NewSession(NewInventory(sl, DefaultFeatures()), testClasses, state, []*resourceapi.ResourceClaim{claimOf("tp", exact("gpus", gpuClass.Name, 2))}).Allocate(ctx, node("node-a"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Quality.LinkSteps == 0 {
+			t.Fatalf("packing %v: no link step below the best (%s), the test needs one", packing, res.Quality)
+		}
+		if got := res.Quality.PackingCost; packing && got <= 0 || !packing && got != 0 {
+			t.Errorf("packing %v: PackingCost %v (link steps %d)", packing, got, res.Quality.LinkSteps)
+		}
+	}
+}

@@ -38,7 +38,8 @@ type Quality struct {
 	LinkSteps int
 	// PackingCost is what Packing minimizes: the growth of fragmentation,
 	// plus the policy's HostPressure weight times HostPressure, plus its
-	// LinkClassCost times LinkSteps.
+	// LinkClassCost times LinkSteps; 0 with Packing off, so that
+	// GPUConsumable, which scores it, then ranks no node above another.
 	PackingCost float64
 	// Request is what the allocation takes, as a workload class: its
 	// devices, the share of a single shared device, the pod's CPU and
@@ -193,8 +194,10 @@ func (r *run) evaluate() Quality {
 			q.LinkSteps += r.linkSteps(picks, w)
 		}
 	}
-	q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure +
-		r.pol.LinkClassCost*float64(q.LinkSteps) + r.contention(q.Request)
+	if r.pol.Packing.Enabled {
+		q.PackingCost = q.Fragmentation - q.FragmentationBefore + r.pol.HostPressure*q.HostPressure +
+			r.pol.LinkClassCost*float64(q.LinkSteps) + r.contention(q.Request)
+	}
 	if p := r.pol.Topology; p.Enabled {
 		q.Score += p.Weight * (q.Intactness - 10*float64(cost))
 	}
