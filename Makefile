@@ -2,7 +2,7 @@
 GO ?= go
 OUT ?= _output
 
-.PHONY: cgo test test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large bench-memory
+.PHONY: cgo test test-race test-short test-integration vet fmt-check lint fuzz bench bench-engine bench-perf bench-smoke bench-churn bench-large bench-memory
 
 # etcd for the integration tests, built from the module's tool dependency
 # (no download outside the Go module proxy).
@@ -25,6 +25,13 @@ cgo:
 ## test-integration: only the scheduler against a real API server.
 test-integration: cgo $(ETCD)
 	PATH="$(CURDIR)/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./test/integration/...
+
+## test-race: the packages whose code runs concurrently (kube-scheduler
+## filters nodes in parallel through the plugins and the engine's shared
+## memo; the kubelet calls the node agent concurrently) under the race
+## detector, long runs skipped. CI runs it after make test.
+test-race: cgo
+	$(GO) test -count=1 -race -short -timeout 30m ./pkg/allocator/... ./pkg/plugins/... ./pkg/nodeagent/...
 
 ## test-short: the quick loop while editing the engine.
 test-short: cgo
