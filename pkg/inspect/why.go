@@ -39,6 +39,9 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	switch {
 	case ended(pod) && pod.Spec.NodeName != "":
 		fmt.Fprintf(&b, "pod %s/%s has ended (%s) on node %s (scheduler %s)\n", namespace, name, pod.Status.Phase, pod.Spec.NodeName, pod.Spec.SchedulerName)
+	case ended(pod):
+		fmt.Fprintf(&b, "pod %s/%s has ended (%s) before it was scheduled (scheduler %s)\n", namespace, name, pod.Status.Phase, pod.Spec.SchedulerName)
+		writeReasons(&b, pod)
 	case pod.Spec.NodeName != "":
 		fmt.Fprintf(&b, "pod %s/%s is bound to node %s (scheduler %s)\n", namespace, name, pod.Spec.NodeName, pod.Spec.SchedulerName)
 	default:

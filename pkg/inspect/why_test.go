@@ -174,6 +174,9 @@ func TestWhyMissingClaims(t *testing.T) {
 		{"a Job's pod that ended", extended(v1.PodSucceeded, "n1"), []string{
 			"pod ml/train-0 has ended (Succeeded) on node n1 (scheduler gputopo-scheduler)",
 			"claim train-0-extended-resources-x: deleted (the pod has ended, and the resourceclaim controller deletes the claims made for it)"}},
+		{"a pod that failed before it was scheduled", extended(v1.PodFailed, ""), []string{
+			"pod ml/train-0 has ended (Failed) before it was scheduled (scheduler gputopo-scheduler)",
+			"claim train-0-extended-resources-x: deleted (the pod has ended"}},
 		{"a pending pod's claim of an earlier attempt", extended(v1.PodPending, ""), []string{
 			"pod ml/train-0 is pending",
 			"claim train-0-extended-resources-x: not found: the claim of an earlier attempt, which the scheduler replaces when it places the pod"}},
