@@ -239,11 +239,15 @@ func StartClaimController(ctx context.Context, client kubernetes.Interface, work
 }
 
 // WriteKubeconfig writes a kubeconfig file for cfg (server, CA, token or
-// client certificate) at path.
+// client certificate, and the identity it impersonates, if any) at path.
 func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["gputopo"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos["gputopo"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.AuthInfos["gputopo"] = &clientcmdapi.AuthInfo{
+		Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
+		Impersonate: cfg.Impersonate.UserName, ImpersonateUID: cfg.Impersonate.UID,
+		ImpersonateGroups: cfg.Impersonate.Groups, ImpersonateUserExtra: cfg.Impersonate.Extra,
+	}
 	kc.Contexts["gputopo"] = &clientcmdapi.Context{Cluster: "gputopo", AuthInfo: "gputopo"}
 	kc.CurrentContext = "gputopo"
 	return clientcmd.WriteToFile(*kc, path)

@@ -14,7 +14,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -109,7 +111,9 @@ func (c *cluster) serviceAccountKubeconfig(ns, sa, manifests string) string {
 	}
 	cfg := rest.AnonymousClientConfig(c.config)
 	cfg.BearerToken = tr.Status.Token
-	return writeKubeconfig(c.t, cfg)
+	path := writeKubeconfig(c.t, cfg)
+	c.wantIdentity(path, "system:serviceaccount:"+ns+":"+sa)
+	return path
 }
 
 // impersonatingKubeconfig is the test driver's credentials acting as
@@ -119,7 +123,30 @@ func (c *cluster) impersonatingKubeconfig(user string, groups ...string) string 
 	c.t.Helper()
 	cfg := rest.CopyConfig(c.config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
-	return writeKubeconfig(c.t, cfg)
+	path := writeKubeconfig(c.t, cfg)
+	c.wantIdentity(path, user)
+	return path
+}
+
+// wantIdentity fails the test unless the kubeconfig at path acts as user
+// (SelfSubjectReview): a process given it must not run as the driver.
+func (c *cluster) wantIdentity(path, user string) {
+	c.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(c.ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("who is %s: %v", path, err)
+	}
+	if got := review.Status.UserInfo.Username; got != user {
+		c.t.Fatalf("kubeconfig %s acts as %q, want %q", path, got, user)
+	}
 }
 
 // process is one running binary of the product.
