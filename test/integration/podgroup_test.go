@@ -263,6 +263,12 @@ func TestPodGroupsInNVL72Cliques(t *testing.T) {
 	if got.served != got.groups || got.oneClique != got.served {
 		t.Errorf("GPUCliquePlacement: %s, want every group served in one clique", got)
 	}
+	// The in-tree generator on the same stream, for the comparison to
+	// mean something: it serves groups, each in one clique (its topology
+	// constraint), and no more than gputopo.
+	if base.served == 0 || base.oneClique != base.served || base.served > got.served {
+		t.Errorf("in-tree TopologyPlacementGenerator: %s, want groups served, each in one clique, and no more than GPUCliquePlacement's %d", base, got.served)
+	}
 	c.checkNoDoubleBooking()
 }
 
