@@ -117,6 +117,7 @@ bench-smoke: cgo $(ETCD)
 		-args -data-items-dir=$(abspath $(OUT)/perf-smoke) > $(OUT)/perf-smoke/bench.log 2>&1 || (tail -50 $(OUT)/perf-smoke/bench.log; exit 1)
 	$(GO) run ./hack/perfreport $(OUT)/perf-smoke
 	$(MAKE) bench-churn CHURN_SEEDS=1 OUT=$(OUT)/smoke
+	$(MAKE) bench-memory MEMORY_NODES=50 OUT=$(OUT)/smoke
 
 ## bench-engine: the engine against upstream's structured allocator on
 ## identical inputs (ns/op, allocs/op, side by side), and the engine's
