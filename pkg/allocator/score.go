@@ -258,7 +258,9 @@ func (r *run) linkSteps(picks []pick, worst topology.LinkClass) int {
 // devices, but for an extended-resource claim each container's picks
 // apart, since the kubelet gives each container only the devices of its
 // own requests: two containers of 2 GPUs each are served best by one
-// NVLink pair each, not by four GPUs that are close as a whole.
+// NVLink pair each, not by four GPUs that are close as a whole. A plain
+// init container also sees the requests of the containers after it, and
+// that union is not scored as one: its own request counts alone.
 func (r *run) linkGroups(picks []pick) iter.Seq[[]pick] {
 	return func(yield func([]pick) bool) {
 		if len(picks) < 2 || picks[0].q.container < 0 {

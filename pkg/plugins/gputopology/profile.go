@@ -50,9 +50,10 @@ func checkProfile(fh fwk.Handle) error {
 		}
 	}
 	// A framework whose profile lists the plugin nowhere built it by hand
-	// (tests, the demo's replay); it has no points to compare.
-	if len(missing) > 0 && slices.Contains(p.Names(), Name) {
-		return fmt.Errorf("profile %q enables %s at only some of the extension points that allocate claims (not at %s): enable it at preFilter, filter, postFilter, reserve and preBind, or through multiPoint",
+	// (tests, the demo's replay); it has no points to compare. Names
+	// leaves out podGroupPostFilter, which allocates nothing either.
+	if len(missing) > 0 && (slices.Contains(p.Names(), Name) || enables(p.PodGroupPostFilter, Name)) {
+		return fmt.Errorf("profile %q enables %s at only some of the extension points that allocate claims (not at %s): enable it at preFilter, filter, postFilter, reserve and preBind, through multiPoint, or, at a point that disables every plugin with '*', under that point's enabled list",
 			fh.ProfileName(), Name, strings.Join(missing, ", "))
 	}
 	return nil

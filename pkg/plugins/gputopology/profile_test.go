@@ -47,6 +47,7 @@ func TestCheckProfile(t *testing.T) {
 		{name: "without reserve", plugins: noReserve, want: "(not at reserve)"},
 		{name: "without preBind", plugins: noPreBind, want: "(not at preBind)"},
 		{name: "without postFilter: an unusable claim would never be freed", plugins: noPostFilter, want: "(not at postFilter): enable it at preFilter, filter, postFilter, reserve and preBind"},
+		{name: "only under podGroupPostFilter", plugins: schedconfig.Plugins{PodGroupPostFilter: enabled(Name)}, want: "(not at preFilter, filter, postFilter, reserve, preBind)"},
 		{name: "built outside any profile", plugins: schedconfig.Plugins{Filter: enabled("NodeResourcesFit")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,17 +85,30 @@ var needsTopology = map[string]struct{ does, without string }{
 }
 
 // checkDependencies refuses gputopo's plugins without what they need in
-// the profile: GPUTopology (needsTopology), and for GPUCliquePlacement
-// the in-tree placement generator disabled.
+// the profile: GPUTopology where it allocates (needsTopology; enabled
+// only under podGroupPostFilter it allocates nothing), and for
+// GPUCliquePlacement the in-tree placement generator disabled, with
+// GPUCliquePlacement itself kept at placementGenerate.
 func checkDependencies(path *field.Path, p schedconfig.KubeSchedulerProfile, enabled map[string]bool) field.ErrorList {
 	var errs field.ErrorList
+	allocates := p.Plugins != nil && (slices.Contains(p.Plugins.Names(), gputopology.Name) || has(p.Plugins.MultiPoint.Enabled, gputopology.Name))
 	for _, name := range slices.Sorted(maps.Keys(needsTopology)) {
-		if d := needsTopology[name]; enabled[name] && !enabled[gputopology.Name] {
+		if d := needsTopology[name]; enabled[name] && !allocates {
 			errs = append(errs, field.Invalid(path.Child("plugins"), name, fmt.Sprintf("%s %s, so without it in profile %s %s: enable %s there too",
 				name, d.does, p.SchedulerName, d.without, gputopology.Name)))
 		}
 	}
-	if enabled[cliqueplacement.Name] && !disables(p.Plugins, names.TopologyPlacementGenerator) {
+	if !enabled[cliqueplacement.Name] {
+		return errs
+	}
+	generate := p.Plugins.PlacementGenerate
+	switch {
+	case has(generate.Disabled, "*") && !has(generate.Enabled, cliqueplacement.Name):
+		errs = append(errs, field.Invalid(path.Child("plugins", "placementGenerate", "disabled"), "*", fmt.Sprintf(
+			"disables every placement generator in profile %s, %s's multiPoint entry included: list %s under placementGenerate.enabled, or disable only %s",
+			p.SchedulerName, cliqueplacement.Name, cliqueplacement.Name, names.TopologyPlacementGenerator)))
+	case !has(p.Plugins.MultiPoint.Disabled, names.TopologyPlacementGenerator) && !has(p.Plugins.MultiPoint.Disabled, "*") &&
+		!has(generate.Disabled, names.TopologyPlacementGenerator) && !has(generate.Disabled, "*"):
 		errs = append(errs, field.Invalid(path.Child("plugins"), cliqueplacement.Name, fmt.Sprintf(
 			"%s replaces the in-tree %s, and a profile takes one placement generator: disable %s under multiPoint in profile %s (kube-scheduler checks this only once the pod-group gates are on, and would then not start)",
 			cliqueplacement.Name, names.TopologyPlacementGenerator, names.TopologyPlacementGenerator, p.SchedulerName)))
@@ -103,18 +116,9 @@ func checkDependencies(path *field.Path, p schedconfig.KubeSchedulerProfile, ena
 	return errs
 }
 
-// disables says whether the profile disables the plugin under multiPoint
-// or placementGenerate, by name or with "*".
-func disables(p *schedconfig.Plugins, plugin string) bool {
-	if p == nil {
-		return false
-	}
-	for _, set := range []schedconfig.PluginSet{p.MultiPoint, p.PlacementGenerate} {
-		if slices.ContainsFunc(set.Disabled, func(pl schedconfig.Plugin) bool { return pl.Name == plugin || pl.Name == "*" }) {
-			return true
-		}
-	}
-	return false
+// has says whether the list names the plugin.
+func has(list []schedconfig.Plugin, plugin string) bool {
+	return slices.ContainsFunc(list, func(pl schedconfig.Plugin) bool { return pl.Name == plugin })
 }
 
 // takesNoArgs are gputopo's plugins without args.

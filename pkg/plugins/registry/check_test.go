@@ -64,8 +64,20 @@ func TestCheckConfig(t *testing.T) {
 		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n",
 		want:    []string{`profiles[0].plugins: Invalid value: "GPUCliquePlacement": GPUCliquePlacement replaces the in-tree TopologyPlacementGenerator`, "disable TopologyPlacementGenerator under multiPoint in profile gputopo-scheduler"},
 	}, {
-		name:    "the in-tree generator disabled under placementGenerate, or all defaults with *",
+		name:    "the in-tree generator disabled under placementGenerate",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n    placementGenerate:\n      disabled:\n      - {name: TopologyPlacementGenerator}\n",
+	}, {
+		name:    "every generator disabled with * under placementGenerate, GPUCliquePlacement listed there again",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n    placementGenerate:\n      enabled:\n      - {name: GPUCliquePlacement}\n      disabled:\n      - {name: '*'}\n",
+	}, {
+		name:    "every generator disabled with * under placementGenerate drops GPUCliquePlacement's multiPoint entry there",
 		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUTopology}\n      - {name: GPUCliquePlacement}\n    placementGenerate:\n      disabled:\n      - {name: '*'}\n",
+		want:    []string{`profiles[0].plugins.placementGenerate.disabled: Invalid value: "*": disables every placement generator in profile gputopo-scheduler, GPUCliquePlacement's multiPoint entry included`},
+	}, {
+		name:    "GPUTopology only under podGroupPostFilter allocates nothing",
+		profile: "  plugins:\n    multiPoint:\n      enabled:\n      - {name: GPUCliquePlacement}\n      - {name: GPUConsumable}\n      disabled:\n      - {name: TopologyPlacementGenerator}\n    podGroupPostFilter:\n      enabled:\n      - {name: GPUTopology}\n",
+		want: []string{`profiles[0].plugins: Invalid value: "GPUCliquePlacement": GPUCliquePlacement places pod groups where GPUTopology can allocate their claims`,
+			`profiles[0].plugins: Invalid value: "GPUConsumable"`},
 	}, {
 		name:    "an in-tree plugin's negative weight is kube-scheduler's business",
 		profile: "  plugins:\n    score:\n      enabled:\n      - {name: NodeResourcesBalancedAllocation, weight: -1}\n",
