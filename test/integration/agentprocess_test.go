@@ -64,8 +64,10 @@ func (c *cluster) runAgentProcess(node, shape string, extraFlags ...string) *age
 			c.t.Fatal(err)
 		}
 	}
+	kubeconfig := writeKubeconfig(c.t, cfg)
+	c.wantIdentity(kubeconfig, "system:serviceaccount:"+agentNamespace+":"+agentServiceAccount)
 	args := append([]string{"--node-name=" + node, "--config=" + configPath, "--nvml=mock:" + shape,
-		"--kubeconfig=" + writeKubeconfig(c.t, cfg),
+		"--kubeconfig=" + kubeconfig,
 		"--plugin-dir=" + a.pluginDir, "--registrar-dir=" + a.registrarDir, "--cdi-dir=" + a.cdiDir,
 		"--health-probe-interval=200ms", "--v=4"}, extraFlags...)
 	a.process = c.runBinary("nodeagent-"+node, agentBinary, args...)

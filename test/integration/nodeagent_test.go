@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,10 +70,12 @@ func mockGPUs(t *testing.T, n simNode) *mocknvml.Server {
 }
 
 // startAgentOn runs the agent on given GPUs with its state (checkpoint,
-// sockets, CDI specs) in dir, as a restarted agent finds them.
+// sockets, CDI specs) in dir, as a restarted agent finds them, with the
+// configuration of the applied ConfigMap but for the node's mode and a
+// quick recovery from health events.
 func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *agent.Agent {
 	c.t.Helper()
-	cfg := config.Default()
+	cfg := c.shippedAgentConfig()
 	cfg.DefaultMode = n.mode
 	cfg.Health.RecoverAfter = metav1.Duration{Duration: time.Second}
 	a, err := agent.Start(c.ctx, agent.Options{
@@ -84,6 +87,26 @@ func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *age
 		c.t.Fatalf("agent of %s: %v", n.name, err)
 	}
 	return a
+}
+
+// shippedAgentConfig is the node agent's configuration as the applied
+// ConfigMap of manifests/nodeagent gives it, read and checked as the
+// agent reads its --config.
+func (c *cluster) shippedAgentConfig() config.Config {
+	c.t.Helper()
+	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("the node agent's ConfigMap (apply manifests/nodeagent first): %v", err)
+	}
+	path := filepath.Join(c.t.TempDir(), "nodeagent.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["nodeagent.yaml"]), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
 }
 
 // nodeDevices are the devices the API server holds for a node's pool.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,13 +125,14 @@ func (c *cluster) impersonatingKubeconfig(user string, groups ...string) string 
 	cfg := rest.CopyConfig(c.config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	path := writeKubeconfig(c.t, cfg)
-	c.wantIdentity(path, user)
+	c.wantIdentity(path, user, groups...)
 	return path
 }
 
-// wantIdentity fails the test unless the kubeconfig at path acts as user
-// (SelfSubjectReview): a process given it must not run as the driver.
-func (c *cluster) wantIdentity(path, user string) {
+// wantIdentity fails the test unless the kubeconfig at path acts as user,
+// in the groups given among others (SelfSubjectReview): a process given
+// it must not run as the driver.
+func (c *cluster) wantIdentity(path, user string, groups ...string) {
 	c.t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -144,8 +146,14 @@ func (c *cluster) wantIdentity(path, user string) {
 	if err != nil {
 		c.t.Fatalf("who is %s: %v", path, err)
 	}
-	if got := review.Status.UserInfo.Username; got != user {
-		c.t.Fatalf("kubeconfig %s acts as %q, want %q", path, got, user)
+	got := review.Status.UserInfo
+	if got.Username != user {
+		c.t.Fatalf("kubeconfig %s acts as %q, want %q", path, got.Username, user)
+	}
+	for _, g := range groups {
+		if !slices.Contains(got.Groups, g) {
+			c.t.Fatalf("kubeconfig %s acts as %q in groups %v, want group %q", path, got.Username, got.Groups, g)
+		}
 	}
 }
 
