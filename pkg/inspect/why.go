@@ -36,18 +36,7 @@ func Why(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	}
 	var b strings.Builder
 	var errs []error
-	switch {
-	case ended(pod) && pod.Spec.NodeName != "":
-		fmt.Fprintf(&b, "pod %s/%s has ended (%s) on node %s (scheduler %s)\n", namespace, name, pod.Status.Phase, pod.Spec.NodeName, pod.Spec.SchedulerName)
-	case ended(pod):
-		fmt.Fprintf(&b, "pod %s/%s has ended (%s) before it was scheduled (scheduler %s)\n", namespace, name, pod.Status.Phase, pod.Spec.SchedulerName)
-		writeReasons(&b, pod)
-	case pod.Spec.NodeName != "":
-		fmt.Fprintf(&b, "pod %s/%s is bound to node %s (scheduler %s)\n", namespace, name, pod.Spec.NodeName, pod.Spec.SchedulerName)
-	default:
-		fmt.Fprintf(&b, "pod %s/%s is pending (scheduler %s)\n", namespace, name, pod.Spec.SchedulerName)
-		writeReasons(&b, pod)
-	}
+	writeStanding(&b, pod)
 	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
 		errs = append(errs, writeGroup(ctx, client, &b, pod, *g.PodGroupName))
 	}
@@ -80,6 +69,25 @@ func writeClaims(ctx context.Context, client kubernetes.Interface, b *strings.Bu
 		writeClaim(b, claim, time.Now())
 	}
 	return errs
+}
+
+// writeStanding says whether the pod is bound, pending or has ended, and
+// where; for a pod never bound, the scheduler's reasons.
+func writeStanding(b *strings.Builder, pod *v1.Pod) {
+	name := pod.Namespace + "/" + pod.Name
+	switch {
+	case ended(pod) && pod.Spec.NodeName != "":
+		fmt.Fprintf(b, "pod %s has ended (%s) on node %s (scheduler %s)\n", name, pod.Status.Phase, pod.Spec.NodeName, pod.Spec.SchedulerName)
+		return
+	case ended(pod):
+		fmt.Fprintf(b, "pod %s has ended (%s) before it was scheduled (scheduler %s)\n", name, pod.Status.Phase, pod.Spec.SchedulerName)
+	case pod.Spec.NodeName != "":
+		fmt.Fprintf(b, "pod %s is bound to node %s (scheduler %s)\n", name, pod.Spec.NodeName, pod.Spec.SchedulerName)
+		return
+	default:
+		fmt.Fprintf(b, "pod %s is pending (scheduler %s)\n", name, pod.Spec.SchedulerName)
+	}
+	writeReasons(b, pod)
 }
 
 // whyMissing says why a claim the pod names does not exist: a pod that

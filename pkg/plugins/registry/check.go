@@ -84,11 +84,10 @@ var needsTopology = map[string]struct{ does, without string }{
 	cliqueplacement.Name: {"places pod groups where GPUTopology can allocate their claims", "their claims are not allocated, or are allocated blind to links and fragmentation"},
 }
 
-// checkDependencies refuses gputopo's plugins without what they need in
-// the profile: GPUTopology where it allocates (needsTopology; enabled
-// only under podGroupPostFilter it allocates nothing), and for
-// GPUCliquePlacement the in-tree placement generator disabled, with
-// GPUCliquePlacement itself kept at placementGenerate.
+// checkDependencies refuses gputopo's plugins without GPUTopology where
+// it allocates (needsTopology; enabled only under podGroupPostFilter it
+// allocates nothing), and GPUCliquePlacement where it would not be the
+// profile's one placement generator (checkGenerator).
 func checkDependencies(path *field.Path, p schedconfig.KubeSchedulerProfile, enabled map[string]bool) field.ErrorList {
 	var errs field.ErrorList
 	allocates := p.Plugins != nil && (slices.Contains(p.Plugins.Names(), gputopology.Name) || has(p.Plugins.MultiPoint.Enabled, gputopology.Name))
@@ -98,22 +97,32 @@ func checkDependencies(path *field.Path, p schedconfig.KubeSchedulerProfile, ena
 				name, d.does, p.SchedulerName, d.without, gputopology.Name)))
 		}
 	}
-	if !enabled[cliqueplacement.Name] {
-		return errs
-	}
-	generate := p.Plugins.PlacementGenerate
-	switch {
-	case has(generate.Disabled, "*") && !has(generate.Enabled, cliqueplacement.Name):
-		errs = append(errs, field.Invalid(path.Child("plugins", "placementGenerate", "disabled"), "*", fmt.Sprintf(
-			"disables every placement generator in profile %s, %s's multiPoint entry included: list %s under placementGenerate.enabled, or disable only %s",
-			p.SchedulerName, cliqueplacement.Name, cliqueplacement.Name, names.TopologyPlacementGenerator)))
-	case !has(p.Plugins.MultiPoint.Disabled, names.TopologyPlacementGenerator) && !has(p.Plugins.MultiPoint.Disabled, "*") &&
-		!has(generate.Disabled, names.TopologyPlacementGenerator) && !has(generate.Disabled, "*"):
-		errs = append(errs, field.Invalid(path.Child("plugins"), cliqueplacement.Name, fmt.Sprintf(
-			"%s replaces the in-tree %s, and a profile takes one placement generator: disable %s under multiPoint in profile %s (kube-scheduler checks this only once the pod-group gates are on, and would then not start)",
-			cliqueplacement.Name, names.TopologyPlacementGenerator, names.TopologyPlacementGenerator, p.SchedulerName)))
+	if enabled[cliqueplacement.Name] {
+		errs = append(errs, checkGenerator(path.Child("plugins"), p)...)
 	}
 	return errs
+}
+
+// checkGenerator refuses a profile where GPUCliquePlacement would not be
+// the one placement generator: the in-tree TopologyPlacementGenerator
+// left on, or every generator dropped with '*' under placementGenerate,
+// which drops GPUCliquePlacement's multiPoint entry there too.
+func checkGenerator(path *field.Path, p schedconfig.KubeSchedulerProfile) field.ErrorList {
+	generate := p.Plugins.PlacementGenerate
+	dropsInTree := func(set schedconfig.PluginSet) bool {
+		return has(set.Disabled, names.TopologyPlacementGenerator) || has(set.Disabled, "*")
+	}
+	switch {
+	case has(generate.Disabled, "*") && !has(generate.Enabled, cliqueplacement.Name):
+		return field.ErrorList{field.Invalid(path.Child("placementGenerate", "disabled"), "*", fmt.Sprintf(
+			"disables every placement generator in profile %s, %s's multiPoint entry included: list %s under placementGenerate.enabled, or disable only %s",
+			p.SchedulerName, cliqueplacement.Name, cliqueplacement.Name, names.TopologyPlacementGenerator))}
+	case !dropsInTree(p.Plugins.MultiPoint) && !dropsInTree(generate):
+		return field.ErrorList{field.Invalid(path, cliqueplacement.Name, fmt.Sprintf(
+			"%s replaces the in-tree %s, and a profile takes one placement generator: disable %s under multiPoint in profile %s (kube-scheduler checks this only once the pod-group gates are on, and would then not start)",
+			cliqueplacement.Name, names.TopologyPlacementGenerator, names.TopologyPlacementGenerator, p.SchedulerName))}
+	}
+	return nil
 }
 
 // has says whether the list names the plugin.
