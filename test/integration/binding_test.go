@@ -141,7 +141,7 @@ func TestBindingConditions(t *testing.T) {
 		}
 		c.allocatedElsewhere(ns, "prealloc-"+who, "prealloc-"+who)
 	}
-	cfg := schedulerConfigWith(t, bothProfiles, c.schedulerKubeconfig(), func(cfg map[string]any) {
+	cfg := schedulerConfigWith(t, bothProfiles, c.schedulerKubeconfig(bothProfiles), func(cfg map[string]any) {
 		profileArgs(cfg, "gputopo-scheduler", "GPUTopology", map[string]any{"bindingTimeout": timeout.String()})
 		profileArgs(cfg, "default-scheduler", "DynamicResources", map[string]any{
 			"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "DynamicResourcesArgs", "bindingTimeout": timeout.String()})

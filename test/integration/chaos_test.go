@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 		})
 	}
 
-	kubeconfig := c.schedulerKubeconfig()
+	kubeconfig := c.schedulerKubeconfig(bothProfiles)
 	schedConfig := schedulerConfig(t, bothProfiles, kubeconfig)
 	sched := c.runScheduler("gputopo", schedConfig)
 	ctx, cancel := context.WithCancel(c.ctx)

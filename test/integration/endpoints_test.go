@@ -32,7 +32,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	// /metrics is authorized by the API server (delegated TokenReview and
 	// SubjectAccessReview, under the scheduler's own ServiceAccount), as
 	// Prometheus scrapes it in a cluster; the health endpoints are open.
-	kubeconfig := c.schedulerKubeconfig()
+	kubeconfig := c.schedulerKubeconfig(gputopoOnly)
 	c.runScheduler("gputopo", schedulerConfig(t, gputopoOnly, kubeconfig), fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
 	token := c.metricsReaderToken()

@@ -365,7 +365,7 @@ func (c *cluster) checkClaimOwnersDoNotBlock(ns, podName string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cfg, err := clientConfigFromKubeconfig(c.schedulerKubeconfig())
+	cfg, err := clientConfigFromKubeconfig(c.schedulerKubeconfig(bothProfiles))
 	if err != nil {
 		c.t.Fatal(err)
 	}

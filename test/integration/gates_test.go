@@ -38,7 +38,7 @@ func TestFeatureGatesAndJSONLogging(t *testing.T) {
 		c.create(s, podOn(ns, "p-"+who, "one", sched, node))
 	}
 
-	kubeconfig := c.schedulerKubeconfig()
+	kubeconfig := c.schedulerKubeconfig(bothProfiles)
 	first := c.runScheduler("gates-default", schedulerConfig(t, bothProfiles, kubeconfig))
 	for who := range profiles {
 		c.waitFor("p-"+who+" unschedulable", 60*time.Second, func() (bool, error) {

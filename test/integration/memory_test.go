@@ -48,7 +48,7 @@ func TestSchedulerMemory(t *testing.T) {
 	c.memoryFleet(nodes)
 	t.Logf("%d nodes and their slices created in %s", nodes, time.Since(start).Round(time.Second))
 
-	kubeconfig := c.schedulerKubeconfig()
+	kubeconfig := c.schedulerKubeconfig(bothProfiles)
 	// The recommended install: one process serving default-scheduler and
 	// gputopo-scheduler (no pod asks for the first here).
 	ours := c.runScheduler("gputopo", schedulerConfig(t, bothProfiles, kubeconfig))

@@ -252,7 +252,7 @@ func TestPodGroupsInNVL72Cliques(t *testing.T) {
 	ours := c.nvl72Fleet("ours", 2, false)
 	intree := c.nvl72Fleet("intree", 2, true)
 	plain := c.nvl72Fleet("plain", 2, false)
-	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig(bothProfiles)), podGroupGates(t))
 
 	got := c.runStream("ours", "gputopo-scheduler", "ours", ours, true)
 	base := c.runStream("intree", "default-scheduler", "intree", intree, true)
@@ -280,7 +280,7 @@ func TestPodGroupsBadInputAndRestart(t *testing.T) {
 	cliqueOf := c.nvl72Fleet("f", 2, false)
 	const ns = "groups"
 	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, gpuTemplate(ns, "gb200x4", contract.ClassGPU, 4))
-	kubeconfig := c.schedulerKubeconfig()
+	kubeconfig := c.schedulerKubeconfig(bothProfiles)
 	sched := c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, kubeconfig), podGroupGates(t))
 
 	// Larger than a clique: pending whole, with the reason.
@@ -461,7 +461,7 @@ func TestPodGroupSharedClaim(t *testing.T) {
 			c.create(p)
 		}
 	}
-	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig(bothProfiles)), podGroupGates(t))
 	for who := range profiles {
 		ns := "shared-" + who
 		pods := c.waitScheduled(ns, "p-0", "p-1")

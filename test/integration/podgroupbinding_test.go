@@ -40,7 +40,7 @@ func TestPodGroupClaimPastBindingTimeout(t *testing.T) {
 	c.allocatedOn(ns, "other-h", "h-r0-t01", 4, false, nil)
 	c.allocatedOn(ns, "leftover", "g-r0-t00", 4, false, nil)
 	c.allocatedOn(ns, "other-g", "g-r0-t01", 4, false, nil)
-	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig(bothProfiles)), podGroupGates(t))
 
 	// 18 pods of 4 GPUs each: the claim's pod and 68 GPUs more, where
 	// rack 0 has 64 free.

@@ -60,7 +60,7 @@ func TestPodGroupOwnedClaims(t *testing.T) {
 			}
 		}
 	}
-	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig(bothProfiles)), podGroupGates(t))
 
 	type outcome struct{ devices, reservedFor string }
 	got := map[string]map[string]outcome{}

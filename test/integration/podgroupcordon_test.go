@@ -35,7 +35,7 @@ func TestPodGroupInACordonedRack(t *testing.T) {
 			}
 		}
 	}
-	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig()), podGroupGates(t))
+	c.runScheduler("podgroups", schedulerConfig(t, bothProfiles, c.schedulerKubeconfig(bothProfiles)), podGroupGates(t))
 
 	groupPods := func(group, scheduler, fleet string, tolerate bool) []string {
 		c.podGroup(ns, group, 2)

@@ -11,7 +11,7 @@ import (
 // the scheduler refuses to start, naming both plugins.
 func TestProfileWithBothDRAPluginsRefused(t *testing.T) {
 	c := startCluster(t)
-	cfg := schedulerConfigWith(t, gputopoOnly, c.schedulerKubeconfig(), func(cfg map[string]any) {
+	cfg := schedulerConfigWith(t, gputopoOnly, c.schedulerKubeconfig(gputopoOnly), func(cfg map[string]any) {
 		multiPoint := cfg["profiles"].([]any)[0].(map[string]any)["plugins"].(map[string]any)["multiPoint"].(map[string]any)
 		var disabled []any
 		for _, pl := range multiPoint["disabled"].([]any) {

@@ -175,24 +175,32 @@ func (c *cluster) startScheduler() (stop func()) {
 // election as shipped. stop ends it with SIGTERM and waits.
 func (c *cluster) startSchedulerWith(configMap string, extraFlags ...string) (stop func()) {
 	c.t.Helper()
-	p := c.runScheduler("gputopo", schedulerConfig(c.t, configMap, c.schedulerKubeconfig()), extraFlags...)
+	p := c.runScheduler("gputopo", schedulerConfig(c.t, configMap, c.schedulerKubeconfig(configMap)), extraFlags...)
 	return func() { p.stop(syscall.SIGTERM) }
 }
 
+// leaseRoles: the Role that grants each install's leader-election
+// lease, by the install's ConfigMap (replacing kube-scheduler, its lease
+// in kube-system; next to it, its own in gputopo-system).
+var leaseRoles = map[string]struct{ namespace, file string }{
+	bothProfiles: {"kube-system", "../../manifests/scheduler/leader-election.yaml"},
+	gputopoOnly:  {schedulerNamespace, "../../manifests/scheduler/second-scheduler/leader-election.yaml"},
+}
+
 // schedulerKubeconfig is the kubeconfig of gputopo's service account,
-// with the lease grants of both installs (kube-scheduler's lease in
-// kube-system replacing it, its own next to it): a test runs either
-// configuration.
-func (c *cluster) schedulerKubeconfig() string {
+// with the lease grant of the install whose ConfigMap the scheduler runs
+// (configMap) and no other, so that a ConfigMap whose lease its install
+// does not grant never becomes leader.
+func (c *cluster) schedulerKubeconfig(configMap string) string {
+	c.t.Helper()
 	kubeconfig := c.serviceAccountKubeconfig(schedulerNamespace, schedulerSA, "../../manifests/scheduler/base")
-	for ns, file := range map[string]string{
-		"kube-system":      "../../manifests/scheduler/leader-election.yaml",
-		schedulerNamespace: "../../manifests/scheduler/second-scheduler/leader-election.yaml",
-	} {
-		// A test may have applied the install's directory already.
-		if _, err := c.client.RbacV1().Roles(ns).Get(c.ctx, "gputopo-scheduler-leader-election", metav1.GetOptions{}); err != nil {
-			c.apply(file, "")
-		}
+	role, ok := leaseRoles[configMap]
+	if !ok {
+		c.t.Fatalf("no install's lease Role for %s", configMap)
+	}
+	// A test may have applied the install's directory already.
+	if _, err := c.client.RbacV1().Roles(role.namespace).Get(c.ctx, "gputopo-scheduler-leader-election", metav1.GetOptions{}); err != nil {
+		c.apply(role.file, "")
 	}
 	return kubeconfig
 }
