@@ -73,6 +73,11 @@ const (
 	CapacityMultiprocessors = "multiprocessors"
 )
 
+// ShareMemoryUnit is the unit of a share's memory limit as the node agent
+// sets it (MPS takes megabytes): a share's memory capacity, in bytes, is
+// a whole number of these.
+const ShareMemoryUnit = 1 << 20
+
 // SharedComputePercent is the compute capacity of a shared GPU: its
 // shares ask for a percent of its SMs.
 const SharedComputePercent = 100

@@ -77,7 +77,7 @@ func LiveReport(c Cluster, title string, now time.Time) report.Report {
 	r.UnallocatedGPUPercent = unallocatedPercent(r.Nodes)
 	pending := pendingPods(c.Pods)
 	for _, p := range c.Pods {
-		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		if p.Spec.NodeName != "" && !ended(&p) {
 			r.PodsPlaced++
 		}
 	}
@@ -261,7 +261,7 @@ type pendingPod struct {
 func pendingPods(pods []v1.Pod) []pendingPod {
 	var out []pendingPod
 	for _, p := range pods {
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || ended(&p) {
 			continue
 		}
 		pp := pendingPod{name: p.Namespace + "/" + p.Name, scheduler: p.Spec.SchedulerName}

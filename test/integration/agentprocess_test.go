@@ -49,15 +49,8 @@ type agentProcess struct {
 func (c *cluster) runAgentProcess(node, shape string, extraFlags ...string) *agentProcess {
 	c.t.Helper()
 	cfg := c.agentConfig(node)
-	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	dir := c.t.TempDir()
-	configPath := filepath.Join(dir, "nodeagent.yaml")
-	if err := os.WriteFile(configPath, []byte(cm.Data["nodeagent.yaml"]), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
+	configPath := c.agentConfigFile(dir)
 	a := &agentProcess{pluginDir: filepath.Join(dir, "plugin"), registrarDir: filepath.Join(dir, "registry"), cdiDir: filepath.Join(dir, "cdi")}
 	for _, d := range []string{a.pluginDir, a.registrarDir, a.cdiDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

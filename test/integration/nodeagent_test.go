@@ -94,19 +94,27 @@ func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *age
 // agent reads its --config.
 func (c *cluster) shippedAgentConfig() config.Config {
 	c.t.Helper()
-	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatalf("the node agent's ConfigMap (apply manifests/nodeagent first): %v", err)
-	}
-	path := filepath.Join(c.t.TempDir(), "nodeagent.yaml")
-	if err := os.WriteFile(path, []byte(cm.Data["nodeagent.yaml"]), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(c.agentConfigFile(c.t.TempDir()))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	return cfg
+}
+
+// agentConfigFile writes the applied ConfigMap's configuration into dir
+// as the DaemonSet mounts it, and returns its path (the agent's
+// --config).
+func (c *cluster) agentConfigFile(dir string) string {
+	c.t.Helper()
+	cm, err := c.client.CoreV1().ConfigMaps(agentNamespace).Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("the node agent's ConfigMap (apply manifests/nodeagent first): %v", err)
+	}
+	path := filepath.Join(dir, "nodeagent.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["nodeagent.yaml"]), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return path
 }
 
 // nodeDevices are the devices the API server holds for a node's pool.

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -134,7 +133,7 @@ func (c *cluster) impersonatingKubeconfig(user string, groups ...string) string 
 // it must not run as the driver.
 func (c *cluster) wantIdentity(path, user string, groups ...string) {
 	c.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	cfg, err := clientConfigFromKubeconfig(path)
 	if err != nil {
 		c.t.Fatal(err)
 	}

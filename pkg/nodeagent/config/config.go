@@ -205,7 +205,7 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !wholeBytes(step) {
 		errs = append(errs, field.Invalid(p.Child("memoryStep"), step.String(), wholeBytesMessage))
-	} else if step.Value()%mib != 0 {
+	} else if step.Value()%contract.ShareMemoryUnit != 0 {
 		// Shares are allocated in steps, and a share's MPS memory limit
 		// is written in MiB: 1G steps would give limits below the
 		// allocation.
@@ -219,9 +219,6 @@ func (s SharedPolicy) validateSteps(p *field.Path) field.ErrorList {
 	}
 	return errs
 }
-
-// mib is a mebibyte, the unit of a share's memory limit.
-const mib = 1 << 20
 
 // wholeBytesMessage says what wholeBytes wants; a larger quantity is
 // clamped as it is read, so the value shown may not be the one written.

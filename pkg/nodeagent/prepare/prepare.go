@@ -315,7 +315,7 @@ func (p *Preparer) planDevice(c Claim, i int, r resourceapi.DeviceRequestAllocat
 func shareOf(r resourceapi.DeviceRequestAllocationResult) *Share {
 	s := &Share{}
 	if q, ok := r.ConsumedCapacity[contract.CapacityMemory]; ok {
-		s.MemoryMiB = q.Value() / (1024 * 1024)
+		s.MemoryMiB = q.Value() / contract.ShareMemoryUnit
 	}
 	if q, ok := r.ConsumedCapacity[contract.CapacityCompute]; ok {
 		s.ComputePercent = q.Value()
