@@ -113,11 +113,11 @@ func (p *Preparer) writeSpec(c Claim) error {
 	for _, d := range c.Devices {
 		id, edits, err := p.deviceEdits(d)
 		if err != nil {
-			return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
+			return fmt.Errorf("CDI spec of claim %s: %w", claimRef(c), err)
 		}
 		names, err := cdiDeviceNames(d)
 		if err != nil {
-			return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
+			return fmt.Errorf("CDI spec of claim %s: %w", claimRef(c), err)
 		}
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: names[0], ContainerEdits: edits})
 		all = appendNew(all, id)
@@ -136,11 +136,11 @@ func (p *Preparer) writeSpec(c Claim) error {
 	}
 	version, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
-		return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
+		return fmt.Errorf("CDI spec of claim %s: %w", claimRef(c), err)
 	}
 	spec.Version = version
 	if err := p.cdi.WriteSpec(spec, p.specName(c.UID)); err != nil {
-		return fmt.Errorf("CDI spec of claim %s: %w", c.UID, err)
+		return fmt.Errorf("CDI spec of claim %s: %w", claimRef(c), err)
 	}
 	return nil
 }
@@ -150,7 +150,9 @@ func (p *Preparer) writeSpec(c Claim) error {
 func (p *Preparer) deviceEdits(d Device) (string, cdispec.ContainerEdits, error) {
 	dev, ok := p.layout.Device(d.Device)
 	if !ok {
-		return "", cdispec.ContainerEdits{}, fmt.Errorf("device %s not published by this node", d.Device)
+		// Only a claim prepared before the node's GPUs or mode changed
+		// gets here: a new claim's devices are checked as it is planned.
+		return "", cdispec.ContainerEdits{}, fmt.Errorf("device %q (requests %v) was prepared for it but is no longer published by this node: its GPUs or mode changed since", d.Device, d.Requests)
 	}
 	id := dev.GPU.UUID
 	var edits cdispec.ContainerEdits

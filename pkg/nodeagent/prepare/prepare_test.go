@@ -730,3 +730,33 @@ func TestPrepareAClaimAllocatedAnewElsewhere(t *testing.T) {
 		t.Errorf("checkpoint after a restart holds %+v, want nothing", got)
 	}
 }
+
+// A claim prepared on a GPU the restarted agent no longer publishes (it
+// failed discovery, or the mode changed): preparing it again is refused
+// naming the claim and the device, and its unprepare still succeeds.
+func TestPrepareAgainWhenTheDeviceIsGone(t *testing.T) {
+	n := newNode(t, config.Whole)
+	ctx := context.Background()
+	a := claim("a").device("gpu-7").obj()
+	if _, err := n.p.Prepare(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	n.lib.Devices = n.lib.Devices[:7]
+	gpus, err := discovery.Discover(n.lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.layout, err = resources.NewLayout("n1", gpus, config.Default()); err != nil {
+		t.Fatal(err)
+	}
+	n.restart(t)
+	_, err = n.p.Prepare(ctx, a)
+	for _, want := range []string{"ns/a (uid-a)", `device "gpu-7"`, "no longer published by this node"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("preparing again: %v, want an error containing %q", err, want)
+		}
+	}
+	if err := n.p.Unprepare(ctx, "uid-a"); err != nil {
+		t.Errorf("unprepare: %v", err)
+	}
+}
