@@ -48,8 +48,15 @@ type agentProcess struct {
 // mock NVML of the given shape instead of the driver's library.
 func (c *cluster) runAgentProcess(node, shape string, extraFlags ...string) *agentProcess {
 	c.t.Helper()
+	return c.runAgentProcessIn(c.t.TempDir(), node, shape, extraFlags...)
+}
+
+// runAgentProcessIn is runAgentProcess with the host's directories (and
+// the configuration file) under dir, where an agent restarted on the
+// node finds what its predecessor left.
+func (c *cluster) runAgentProcessIn(dir, node, shape string, extraFlags ...string) *agentProcess {
+	c.t.Helper()
 	cfg := c.agentConfig(node)
-	dir := c.t.TempDir()
 	configPath := c.agentConfigFile(dir)
 	a := &agentProcess{pluginDir: filepath.Join(dir, "plugin"), registrarDir: filepath.Join(dir, "registry"), cdiDir: filepath.Join(dir, "cdi")}
 	for _, d := range []string{a.pluginDir, a.registrarDir, a.cdiDir} {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,6 +88,17 @@ func (c *cluster) startAgentOn(n simNode, lib *mocknvml.Server, dir string) *age
 		c.t.Fatalf("agent of %s: %v", n.name, err)
 	}
 	return a
+}
+
+// replaceAgentConfigMap replaces the node agent's ConfigMap with the one
+// in file, as kubectl apply -k of an overlay (or of the base again) does;
+// agents started later read it.
+func (c *cluster) replaceAgentConfigMap(file string) {
+	c.t.Helper()
+	if err := c.client.CoreV1().ConfigMaps(agentNamespace).Delete(c.ctx, agentDaemonSet, metav1.DeleteOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	c.apply(file, "")
 }
 
 // shippedAgentConfig is the node agent's configuration as the applied
@@ -366,13 +378,16 @@ func TestNodeAgentsWithTheScheduler(t *testing.T) {
 	c.checkNoDoubleBooking()
 }
 
-// An operator switches a node's GPUs from MIG to whole GPUs (MIG mode
-// off, the agent's mode changed) and restarts the agent: the pool shrinks
-// to one device per GPU in one slice, the agent deleting the slices it no
-// longer needs, under its own service account and admission policy.
+// An operator switches a node's GPUs from MIG to whole GPUs: MIG mode
+// off, the base manifests applied over the MIG overlay, the agent
+// restarted. The pool shrinks to one device per GPU in one slice, the
+// agent deleting the slices it no longer needs, under its own service
+// account and admission policy. The agents are processes, as the
+// DaemonSet runs them, each on the state the one before left.
 func TestNodeAgentModeChangeShrinksPool(t *testing.T) {
 	c := startCluster(t)
 	c.apply("../../manifests/nodeagent", "")
+	c.replaceAgentConfigMap("../../manifests/nodeagent-mig/configmap.yaml")
 	const node = "a100"
 	c.node(node, nil)
 	pool := func() (slices, devices int) {
@@ -388,23 +403,27 @@ func TestNodeAgentModeChangeShrinksPool(t *testing.T) {
 		}
 		return slices, devices
 	}
+	waitPool := func(what string, a *agentProcess, done func(slices, devices int) bool) {
+		c.waitFor(what, 60*time.Second, func() (bool, error) {
+			if exited, state := a.exited(); exited {
+				t.Fatalf("node agent exited: %s\n%s", state, tail(a.log, 40))
+			}
+			return done(pool()), nil
+		})
+	}
 	dir := t.TempDir()
-	migNode := simNode{node, mocknvml.DGXA100, config.MIG, ""}
-	mig := c.startAgentOn(migNode, mockGPUs(t, migNode), dir)
+	mig := c.runAgentProcessIn(dir, node, string(mocknvml.DGXA100), "--mock-mig")
 	var before int
-	c.waitFor("MIG pool published", 30*time.Second, func() (bool, error) {
-		slices, devices := pool()
+	waitPool("MIG pool published", mig, func(slices, devices int) bool {
 		before = slices
-		return slices > 1 && devices > 8, nil
+		return slices > 1 && devices > 8
 	})
-	mig.Stop()
+	mig.stop(syscall.SIGTERM)
 
-	wholeNode := simNode{node, mocknvml.DGXA100, config.Whole, ""}
-	whole := c.startAgentOn(wholeNode, mockGPUs(t, wholeNode), dir)
-	t.Cleanup(whole.Stop)
-	c.waitFor("pool of 8 whole GPUs in one slice", 30*time.Second, func() (bool, error) {
-		slices, devices := pool()
-		return slices == 1 && devices == 8, nil
+	c.replaceAgentConfigMap("../../manifests/nodeagent/configmap.yaml")
+	whole := c.runAgentProcessIn(dir, node, string(mocknvml.DGXA100))
+	waitPool("pool of 8 whole GPUs in one slice", whole, func(slices, devices int) bool {
+		return slices == 1 && devices == 8
 	})
 	t.Logf("pool of %s: %d slices in MIG mode, 1 with whole GPUs", node, before)
 }

@@ -366,10 +366,8 @@ func TestNodeAgentCliqueLabel(t *testing.T) {
 	// adds the label's RBAC and admission policy; its DaemonSet patch only
 	// marks the pod template, so that the pods restart (the agents here
 	// are processes).
-	if err := c.client.CoreV1().ConfigMaps(agentNamespace).Delete(c.ctx, agentDaemonSet, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"configmap.yaml", "rbac.yaml", "admission-policy.yaml"} {
+	c.replaceAgentConfigMap("../../manifests/nodeagent-clique-label/configmap.yaml")
+	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
 		c.apply("../../manifests/nodeagent-clique-label/"+f, "")
 	}
 	trays := []string{"tray-0", "tray-1"}
