@@ -24,7 +24,7 @@ func compatibilityCases() []edgeCase {
 	k := edgeCompatibilityGroups
 	return []edgeCase{
 		{name: "gate off: slice ignored, pool incomplete", kind: k, p: edgeProblem(DefaultFeatures(), slices(), exact("r", "any", 1)),
-			upstream: outcomeNone, errHas: []string{"gpu.example.com/p is being updated"}},
+			upstream: outcomeNone, errHas: []string{"a resource pool of the node is being updated"}},
 		{name: "gate off: All on the incomplete pool", kind: k, p: edgeProblem(DefaultFeatures(), slices(), allOf("r", "any")),
 			upstream: outcomeError, errHas: []string{"resource pool gpu.example.com/p is currently being updated"}},
 		{name: "gate off: stable path", kind: k, p: edgeProblem(stableFeatures, slices(), exact("r", "any", 1)),

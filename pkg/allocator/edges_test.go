@@ -160,8 +160,8 @@ func TestEdgeParity(t *testing.T) {
 					t.Fatalf("%s: gputopo says %s (%v), want %s (upstream: %v)", pol.name, out, err, want, upErr)
 				}
 				for _, s := range tc.errHas {
-					if err == nil || !strings.Contains(err.Error(), s) {
-						t.Errorf("%s: error %v does not say %q", pol.name, err, s)
+					if err == nil || !strings.Contains(errorText(err), s) {
+						t.Errorf("%s: error %v does not say %q", pol.name, errorText(err), s)
 					}
 				}
 				if out != outcomeOK {

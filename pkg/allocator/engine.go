@@ -258,19 +258,20 @@ func (s *Session) Allocate(ctx context.Context, node *v1.Node, host *HostUse) (*
 	return res, nil
 }
 
-// unsatisfiable builds the error for "no allocation on this node", naming
-// invalid pools when there are some, as upstream does.
+// unsatisfiable builds the error for "no allocation on this node", an
+// *InvalidPoolError when a pool is invalid, as upstream's.
 func unsatisfiable(view *nodeView, reason string) error {
 	for _, p := range view.pools {
 		if p.invalid {
-			return fmt.Errorf("%w: resource pool %s: %s", ErrInvalidPool, p, p.invalidReason)
+			return &InvalidPoolError{Pool: p.String(), Kind: p.invalidKind, Detail: p.invalidReason}
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrUnsatisfiable, reason)
 }
 
-// namesPools reports whether a failure on the view would name one of its
-// pools (being updated, or invalid): the node's own, so not for another.
+// namesPools reports whether a failure on the view would be about one of
+// its pools (being updated, or invalid): the node's own, whose state the
+// memo's key does not hold, so not for another node.
 func (v *nodeView) namesPools() bool {
 	for _, p := range v.pools {
 		if p.incomplete || p.invalid {

@@ -146,7 +146,11 @@ func TestAllocateSemantics(t *testing.T) {
 		{name: "first available: fallback", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-1", "gpu-2", "gpu-3"), claims: []*resourceapi.ResourceClaim{claimOf("c", firstAvailable("r", sub("big", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].memory >= 80000`), sub("small", gpuClass.Name, 1)))}, want: []string{"gpu-0"}},
 		{name: "matchAttribute", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 1), exact("b", gpuClass.Name, 1, `device.attributes["gpu.nvidia.com"].model == "h100"`)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, want: []string{"gpu-1", "gpu-3"}},
 		{name: "distinctAttribute", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 2)), resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, want: []string{"gpu-0", "gpu-1"}},
-		{name: "matchAttribute unsatisfiable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 3)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, wantErr: ErrUnsatisfiable},
+		{name: "matchAttribute unsatisfiable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 3)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, wantErr: ErrUnsatisfiable,
+			errHas: []string{"needs 3, 4 match, 4 free; enough free devices match each request, but no combination of them satisfies matchAttribute gpu.nvidia.com/model)"}},
+		{name: "MIG requests that fit alone, not together", slices: migNode("node-a", 1), claims: []*resourceapi.ResourceClaim{claimOf("c",
+			exact("big", migClass.Name, 2, `device.attributes["gpu.nvidia.com"].profile == "3g.40gb"`), exact("small", migClass.Name, 1, `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`))},
+			wantErr: ErrUnsatisfiable, errHas: []string{"needs 2, 2 match, 2 free", "needs 1, 7 match, 7 free", "no combination of them satisfies the shared counters they consume)"}},
 		{name: "admin access may use allocated devices", slices: []*resourceapi.ResourceSlice{fourGPUs()}, state: holding("gpu-0", "gpu-1", "gpu-2", "gpu-3"), claims: []*resourceapi.ResourceClaim{claimOf("c", func() resourceapi.DeviceRequest {
 			r := exact("r", gpuClass.Name, 1)
 			r.Exactly.AdminAccess = ptr.To(true)
@@ -293,8 +297,8 @@ func TestAllocateSemantics(t *testing.T) {
 					t.Fatalf("error %v, want %v", err, tc.wantErr)
 				}
 				for _, w := range tc.errHas {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
+					if !strings.Contains(errorText(err), w) {
+						t.Errorf("error %q does not mention %q", errorText(err), w)
 					}
 				}
 				return
@@ -428,5 +432,65 @@ func TestJointDemandFailure(t *testing.T) {
 		if got := tc.j.failure(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// errorText is err's text, with an invalid pool's names (which its text
+// leaves for the log) after it.
+func errorText(err error) string {
+	var pe *InvalidPoolError
+	if errors.As(err, &pe) {
+		return err.Error() + " (" + pe.Pool + ": " + pe.Detail + ")"
+	}
+	return err.Error()
+}
+
+// Nodes whose pools are invalid, or being updated, the same way fail with
+// the same text, whatever their names: the scheduler sums up the nodes'
+// reasons by text, and a text naming each node's pool would make the
+// pod's status grow with the fleet. The invalid pool's names are kept for
+// the log.
+func TestPoolFailuresReadAlikeOnEveryNode(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 8))}
+	for _, tc := range []struct {
+		name  string
+		slice func(node string) *resourceapi.ResourceSlice
+	}{
+		{"duplicate device name", func(node string) *resourceapi.ResourceSlice {
+			s := localSlice(node, node, plainDevice("gpu-0", nil), plainDevice("gpu-0", nil))
+			return s
+		}},
+		{"being updated", func(node string) *resourceapi.ResourceSlice {
+			s := localSlice(node, node, plainDevice("gpu-0", nil))
+			s.Spec.Pool.ResourceSliceCount = 2
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var texts []string
+			for _, node := range []string{"node-a", "node-b"} {
+				inv := NewInventory([]*resourceapi.ResourceSlice{tc.slice(node)}, DefaultFeatures())
+				_, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, nil)
+				if !IsNodeLevel(err) {
+					t.Fatalf("%s: %v, want a node-level failure", node, err)
+				}
+				if strings.Contains(err.Error(), node) {
+					t.Errorf("%s: %q names the node's pool", node, err)
+				}
+				var invalid *InvalidPoolError
+				if errors.As(err, &invalid) && (invalid.Pool != drvNVIDIA+"/"+node || !strings.Contains(invalid.Detail, node+"-slice")) {
+					t.Errorf("%s: invalid pool %q, detail %q: want the pool and slice named", node, invalid.Pool, invalid.Detail)
+				}
+				texts = append(texts, err.Error())
+			}
+			if texts[0] != texts[1] {
+				t.Errorf("the two nodes fail with %q and %q, want the same text", texts[0], texts[1])
+			}
+		})
 	}
 }

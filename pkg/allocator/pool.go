@@ -11,10 +11,12 @@ import (
 
 // pool is one resource pool as seen from one node.
 type pool struct {
-	driver, name  string
-	incomplete    bool
-	invalid       bool
-	invalidReason string
+	driver, name string
+	incomplete   bool
+	invalid      bool
+	// invalidKind is what is wrong, the same words on every node
+	// (InvalidPoolError); invalidReason names the slices and devices.
+	invalidKind, invalidReason string
 	// devices targeting the node, in upstream's order: slices by name
 	// (on the stable path, in input order), devices in slice order. first
 	// is the index of devices[0] in the node view.
@@ -58,11 +60,11 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 	p := &pool{driver: id.driver, name: id.pool}
 	partitionable := inv.features.PartitionableDevices
 	counterSlices, deviceSlices, otherSlices := classifySlices(targeting, all, partitionable, inv.legacy)
-	invalid := func(reason string) *pool {
-		return &pool{driver: id.driver, name: id.pool, invalid: true, invalidReason: reason}
+	invalid := func(kind, reason string) *pool {
+		return &pool{driver: id.driver, name: id.pool, invalid: true, invalidKind: kind, invalidReason: reason}
 	}
 	if reason := duplicateDeviceName(deviceSlices); reason != "" {
-		return invalid(reason)
+		return invalid("duplicate device name", reason)
 	}
 	for _, s := range deviceSlices {
 		p.devices = append(p.devices, inv.devicesOf(s)...)
@@ -73,7 +75,7 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 	}
 	totals, from, reason := p.indexCounters(counterSlices)
 	if reason != "" {
-		return invalid(reason)
+		return invalid("duplicate counter set name", reason)
 	}
 	if inv.legacy {
 		// The stable allocator also checks what devices of counter
@@ -81,7 +83,7 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 		for _, s := range counterSlices {
 			for _, d := range inv.devicesOf(s) {
 				if _, _, err := p.resolveConsumption(d); err != nil {
-					return invalid(err.Error())
+					return invalid(unknownCounter, err.Error())
 				}
 			}
 		}
@@ -89,8 +91,8 @@ func (inv *Inventory) buildPool(id poolID, targeting, all []*resourceapi.Resourc
 	for _, s := range otherSlices {
 		p.others = append(p.others, inv.devicesOf(s)...)
 	}
-	if reason := p.resolveConsumptions(totals, from); reason != "" {
-		return invalid(reason)
+	if kind, reason := p.resolveConsumptions(totals, from); reason != "" {
+		return invalid(kind, reason)
 	}
 	p.markBindingConditions()
 	return p
@@ -179,9 +181,10 @@ func (p *pool) indexCounters(counterSlices []*resourceapi.ResourceSlice) ([]reso
 
 // resolveConsumptions resolves what each device of the node (and each of
 // the pool's devices elsewhere) consumes of the counters, and converts
-// all amounts to the pool's unit. It returns why the pool is invalid,
-// or "".
-func (p *pool) resolveConsumptions(totals []resource.Quantity, from []*resourceapi.ResourceSlice) string {
+// all amounts to the pool's unit. It returns why the pool is invalid
+// (InvalidPoolError's kind and the reason naming slices and devices), or
+// "".
+func (p *pool) resolveConsumptions(totals []resource.Quantity, from []*resourceapi.ResourceSlice) (kind, reason string) {
 	resolve := func(devs []*device) ([][]counterUse, [][]resource.Quantity, string) {
 		uses := make([][]counterUse, len(devs))
 		amounts := make([][]resource.Quantity, len(devs))
@@ -195,18 +198,17 @@ func (p *pool) resolveConsumptions(totals []resource.Quantity, from []*resourcea
 		return uses, amounts, ""
 	}
 	var usesQ, otherQ [][]resource.Quantity
-	var reason string
 	if p.uses, usesQ, reason = resolve(p.devices); reason != "" {
-		return reason
+		return unknownCounter, reason
 	}
 	if p.otherUses, otherQ, reason = resolve(p.others); reason != "" {
-		return reason
+		return unknownCounter, reason
 	}
 	if reason := p.setAmounts(totals, from, usesQ, otherQ); reason != "" {
-		return reason
+		return "counter amounts too far apart to compute with", reason
 	}
 	p.buildShapes()
-	return ""
+	return "", ""
 }
 
 func (p *pool) markBindingConditions() {
@@ -222,6 +224,10 @@ func (p *pool) markBindingConditions() {
 // and returns the consumption against the pool's dense counter index,
 // with the amounts (any quantity, a negative one too, as upstream adds
 // them as they are) in the same order.
+// unknownCounter is the kind of invalid pool where a device consumes a
+// counter the pool does not define.
+const unknownCounter = "a device consumes a counter the pool does not define"
+
 func (p *pool) resolveConsumption(d *device) ([]counterUse, []resource.Quantity, error) {
 	var uses []counterUse
 	var amounts []resource.Quantity

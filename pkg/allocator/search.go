@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -678,21 +679,67 @@ func (r *run) failure() []failurePart {
 	var parts []failurePart
 	for _, p := range r.view.pools {
 		if p.incomplete {
-			parts = append(parts, failurePart{claim: -1, text: fmt.Sprintf("resource pool %s is being updated", p)})
+			// Not named: the pool is the node's own, and the scheduler's
+			// summary of the nodes' reasons must not grow with the fleet.
+			parts = append(parts, failurePart{claim: -1, text: "a resource pool of the node is being updated"})
 		}
 	}
 	joint := jointDemand{free: make([]bool, len(r.view.devices)), fits: true}
+	eachFits := len(parts) == 0
 	for ci := range r.s.plans {
 		for _, g := range r.s.plans[ci].groups {
+			groupFits := false
 			for _, q := range g.alts {
-				parts = append(parts, failurePart{claim: ci, text: r.requestFailure(q, &joint, len(g.alts) == 1)})
+				text, fits := r.requestFailure(q, &joint, len(g.alts) == 1)
+				parts = append(parts, failurePart{claim: ci, text: text})
+				groupFits = groupFits || fits
+			}
+			eachFits = eachFits && groupFits
+		}
+	}
+	switch text := joint.failure(); {
+	case text != "":
+		parts = append(parts, failurePart{claim: -1, text: text})
+	case eachFits:
+		parts = append(parts, failurePart{claim: -1, text: r.togetherFailure(&joint)})
+	}
+	return parts
+}
+
+// togetherFailure is the clause for requests that each find enough free
+// devices and still do not fit together, which their counts would not
+// show: it names what ties them, the claims' constraints and the shared
+// counters or capacity of the free devices they draw on.
+func (r *run) togetherFailure(joint *jointDemand) string {
+	var ties []string
+	for _, p := range r.s.plans {
+		for _, c := range p.constraints {
+			switch {
+			case c.MatchAttribute != nil:
+				ties = appendNew(ties, "matchAttribute "+string(*c.MatchAttribute))
+			case c.DistinctAttribute != nil:
+				ties = appendNew(ties, "distinctAttribute "+string(*c.DistinctAttribute))
 			}
 		}
 	}
-	if text := joint.failure(); text != "" {
-		parts = append(parts, failurePart{claim: -1, text: text})
+	if joint.counters {
+		ties = append(ties, "the shared counters they consume")
 	}
-	return parts
+	if joint.multi {
+		ties = append(ties, "the capacity they share")
+	}
+	if len(ties) == 0 {
+		return "enough free devices match each request, but no combination of them fits"
+	}
+	return "enough free devices match each request, but no combination of them satisfies " + strings.Join(ties, " and ")
+}
+
+// appendNew appends s unless list holds it.
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // jointDemand adds up what the requests need of devices each takes
@@ -705,6 +752,9 @@ type jointDemand struct {
 	freeCount      int
 	fits           bool // every request alone finds enough
 	shared         bool // a request or device outside the sum
+	// counters, multi: some free device that a request (an alternative
+	// too) may take consumes shared counters, or may be shared.
+	counters, multi bool
 }
 
 // failure is the clause for the requests together, or "" when they are
@@ -716,9 +766,10 @@ func (j *jointDemand) failure() string {
 	return fmt.Sprintf("the %d requests need %d devices together, %d free match any of them", j.requests, j.need, j.freeCount)
 }
 
-// requestFailure is q's part of failure; plain (not one of several
-// alternatives) adds q to joint.
-func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
+// requestFailure is q's part of failure, and whether q alone finds
+// enough free devices; plain (not one of several alternatives) adds q to
+// joint.
+func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) (string, bool) {
 	match, free := 0, 0
 	busy := map[string]int{}
 	for d := range r.view.devices {
@@ -732,6 +783,9 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 			continue
 		}
 		free++
+		dev := r.view.devices[d]
+		joint.counters = joint.counters || len(dev.api.ConsumesCounters) > 0
+		joint.multi = joint.multi || dev.multi
 		if plain && !joint.free[d] {
 			joint.free[d] = true
 			joint.freeCount++
@@ -744,9 +798,10 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 		joint.fits = joint.fits && free >= r.num[q.idx]
 		joint.shared = joint.shared || q.all || q.admin
 	}
+	fits := free >= r.num[q.idx]
 	need := fmt.Sprint(r.num[q.idx])
 	if q.all {
-		need = "all"
+		need, fits = "all", free == match
 	}
 	msg := fmt.Sprintf("request %s: needs %s, %d match, %d free", q.name, need, match, free)
 	if len(busy) > 0 {
@@ -758,7 +813,7 @@ func (r *run) requestFailure(q *req, joint *jointDemand, plain bool) string {
 		}
 		msg += " (" + strings.Join(causes, ", ") + ")"
 	}
-	return msg
+	return msg, fits
 }
 
 // failurePart is one part of a failure: about the session's claim number

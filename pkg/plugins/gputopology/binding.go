@@ -35,7 +35,7 @@ func (pl *GPUTopology) unavailableOn(node *v1.Node, availableOn *nodeaffinity.No
 		return fmt.Sprintf("resourceclaim %s is allocated on other nodes", klog.KObj(claim))
 	}
 	if skipsNodeOperations(claim.Status.Allocation) && !slices.Contains(node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
-		return fmt.Sprintf("resourceclaim %s is allocated on devices that skip node operations, which node %s does not declare it supports (%s)", klog.KObj(claim), node.Name, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
+		return fmt.Sprintf("resourceclaim %s is allocated on devices that skip node operations, which the node does not declare it supports (%s)", klog.KObj(claim), draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
 	}
 	if err := pl.bindingRule().unusable(claim, time.Now()); err != nil {
 		return err.Error()

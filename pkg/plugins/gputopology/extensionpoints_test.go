@@ -148,7 +148,7 @@ func TestFilter(t *testing.T) {
 		{name: "node without devices", pod: podWithClaims("p", "two"), node: "node-empty", code: fwk.UnschedulableAndUnresolvable, msg: "cannot allocate all claims"},
 		{name: "claim allocated on another node", pod: podWithClaims("p", "on-b"), node: "node-a", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/on-b is allocated on other nodes"},
 		{name: "already allocated claim on its node", pod: podWithClaims("p", "on-b"), node: "node-b", code: fwk.Success},
-		{name: "allocation skipping node operations on a node that does not declare it", pod: podWithClaims("p", "skip-on-b"), node: "node-b", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/skip-on-b is allocated on devices that skip node operations, which node node-b does not declare"},
+		{name: "allocation skipping node operations on a node that does not declare it", pod: podWithClaims("p", "skip-on-b"), node: "node-b", code: fwk.UnschedulableAndUnresolvable, msg: "resourceclaim default/skip-on-b is allocated on devices that skip node operations, which the node does not declare"},
 		{name: "allocation skipping node operations on a node that declares it", pod: podWithClaims("p", "skip-on-d"), node: "node-d", code: fwk.Success},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

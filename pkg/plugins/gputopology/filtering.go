@@ -251,7 +251,7 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	if s.ext != nil {
 		if name := s.ext.unservedOn(nodeInfo); name != "" {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s cannot fit extended resource %s: it does not advertise it and no DeviceClass maps it", node.Name, name))
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("cannot fit extended resource %s: the node does not advertise it and no DeviceClass maps it", name))
 		}
 	}
 	// As upstream: every claim unusable here is found, but marked for
@@ -321,6 +321,10 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	case allocator.IsNodeLevel(err):
 		// Unresolvable as upstream: evicting pods does not free devices
 		// for the preemptor in 1.37, so preemption must not try.
+		if invalid := (*allocator.InvalidPoolError)(nil); errors.As(err, &invalid) {
+			// The status says what is wrong, the same on every node.
+			logger.V(3).Info("Invalid resource pool", "pod", klog.KObj(pod), "node", klog.KObj(node), "pool", invalid.Pool, "reason", invalid.Detail)
+		}
 		msg := trimSentinel(err)
 		if variant != nil {
 			msg = variant.describe(msg, pod.Namespace)
