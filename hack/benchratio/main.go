@@ -42,7 +42,7 @@ func main() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Printf("%-32s %14s %14s %8s %8s %14s %8s %14s %8s\n", "workload", "upstream ns", "gputopo ns", "speedup", "allocs", "firstfit ns", "speedup", "memo ns", "speedup")
+	fmt.Printf("%-32s %14s %14s %8s %8s %14s %8s %14s %8s %14s %8s\n", "workload", "upstream ns", "gputopo ns", "speedup", "allocs", "firstfit ns", "speedup", "memo ns", "speedup", "refresh ns", "speedup")
 	for _, n := range names {
 		r := byWorkload[n]
 		up, ok1 := r["upstream"]
@@ -50,7 +50,7 @@ func main() {
 		if !ok1 || !ok2 {
 			continue
 		}
-		ff, memo := r["gputopo-firstfit"], r["gputopo-memo"]
-		fmt.Printf("%-32s %14.0f %14.0f %7.2fx %7.2fx %14.0f %7.2fx %14.0f %7.2fx\n", n, up.ns, ours.ns, up.ns/ours.ns, up.allocs/max(ours.allocs, 1), ff.ns, up.ns/max(ff.ns, 1), memo.ns, up.ns/max(memo.ns, 1))
+		ff, memo, refresh := r["gputopo-firstfit"], r["gputopo-memo"], r["gputopo-refresh"]
+		fmt.Printf("%-32s %14.0f %14.0f %7.2fx %7.2fx %14.0f %7.2fx %14.0f %7.2fx %14.0f %7.2fx\n", n, up.ns, ours.ns, up.ns/ours.ns, up.allocs/max(ours.allocs, 1), ff.ns, up.ns/max(ff.ns, 1), memo.ns, up.ns/max(memo.ns, 1), refresh.ns, up.ns/max(refresh.ns, 1))
 	}
 }

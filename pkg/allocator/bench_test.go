@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -82,7 +83,12 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 				// memo: the pod repeats the last one on unchanged nodes
 				// and the memo answers; the others measure the search.
 				memo bool
-			}{{"gputopo", DefaultPolicy(), false, false}, {"gputopo-firstfit", firstFitPolicy(), false, false}, {"gputopo-cold", DefaultPolicy(), true, false}, {"gputopo-memo", DefaultPolicy(), false, true}} {
+				// refresh: before each pod one node's slices change (a
+				// node agent's taint, a rolling upgrade) and the
+				// inventory is refreshed, as the scheduler does.
+				refresh bool
+			}{{"gputopo", DefaultPolicy(), false, false, false}, {"gputopo-firstfit", firstFitPolicy(), false, false, false}, {"gputopo-cold", DefaultPolicy(), true, false, false},
+				{"gputopo-memo", DefaultPolicy(), false, true, false}, {"gputopo-refresh", DefaultPolicy(), false, false, true}} {
 				b.Run(fmt.Sprintf("%s/nodes=%d/impl=%s", shape.name, nodes, impl.name), func(b *testing.B) {
 					e, err := New(Options{Features: features, Policy: impl.policy})
 					if err != nil {
@@ -90,10 +96,21 @@ func BenchmarkFilterAllNodes(b *testing.B) {
 					}
 					e.noMemo = !impl.memo
 					inv := NewInventory(sl, features)
+					cur, next := slices.Clone(sl), 0
 					b.ReportAllocs()
 					for b.Loop() {
 						if impl.cold {
 							inv = NewInventory(sl, features)
+						}
+						if impl.refresh {
+							name := ns[next%len(ns)].Name
+							for i, s := range cur {
+								if *s.Spec.NodeName == name {
+									cur[i] = s.DeepCopy()
+								}
+							}
+							next++
+							inv = inv.Refresh(cur)
 						}
 						s := e.NewSession(inv, testClasses, state, claims)
 						for _, n := range ns {

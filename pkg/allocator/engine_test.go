@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -492,5 +494,71 @@ func TestPoolFailuresReadAlikeOnEveryNode(t *testing.T) {
 				t.Errorf("the two nodes fail with %q and %q, want the same text", texts[0], texts[1])
 			}
 		})
+	}
+}
+
+// Refresh hands on the views of nodes whose slices did not change, and
+// builds again those of nodes whose slices did, every view when a slice
+// without a node name changed, and a view that read other nodes' slices
+// (a pool not all on the node). Allocations on the refreshed inventory
+// are those of a new one.
+func TestInventoryRefreshKeepsUnchangedViews(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a, b, partial := pairNode("node-a"), nvswitchNode("node-b"), pairNode("node-c")
+	partial.Spec.Pool.ResourceSliceCount = 2 // the pool's other slice is on no node yet
+	mig := migNode("node-d", 2)
+	all := append([]*resourceapi.ResourceSlice{a, b, partial}, mig...)
+	nodes := []string{"node-a", "node-b", "node-c", "node-d"}
+	views := func(inv *Inventory) map[string]*nodeView {
+		out := map[string]*nodeView{}
+		for _, n := range nodes {
+			v, err := inv.view(node(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n] = v
+		}
+		return out
+	}
+	e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []*resourceapi.ResourceClaim{claimOf("c", exact("r", gpuClass.Name, 2))}
+	allocations := func(inv *Inventory) map[string]string {
+		out := map[string]string{}
+		for _, n := range nodes {
+			res, err := e.NewSession(inv, testClasses, emptyState(), claims).Allocate(ctx, node(n), nil)
+			out[n] = fmt.Sprint(res, err)
+		}
+		return out
+	}
+
+	inv := NewInventory(all, DefaultFeatures())
+	before := views(inv)
+	if inv.Refresh(slices.Clone(all)) != inv {
+		t.Error("Refresh with the same slices made a new inventory")
+	}
+
+	b2 := b.DeepCopy()
+	b2.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "xid", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	changed := append([]*resourceapi.ResourceSlice{a, b2, partial}, mig...)
+	next := inv.Refresh(changed)
+	after := views(next)
+	for n, kept := range map[string]bool{"node-a": true, "node-b": false, "node-c": false, "node-d": true} {
+		if got := after[n] == before[n]; got != kept {
+			t.Errorf("%s: view handed on %v, want %v", n, got, kept)
+		}
+	}
+	if got, want := allocations(next), allocations(NewInventory(changed, DefaultFeatures())); !maps.Equal(got, want) {
+		t.Errorf("allocations on the refreshed inventory %v, on a new one %v", got, want)
+	}
+
+	shared := localSlice("", "network", plainDevice("nic-0", nil))
+	shared.Spec.NodeName, shared.Spec.AllNodes = nil, ptr.To(true)
+	for n, v := range views(next.Refresh(append(changed, shared))) {
+		if v == after[n] {
+			t.Errorf("%s: view handed on after a slice for all nodes came", n)
+		}
 	}
 }

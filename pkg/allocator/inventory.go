@@ -67,19 +67,74 @@ func NewInventory(slices []*resourceapi.ResourceSlice, features Features) *Inven
 // Refresh returns an Inventory for a new set of slices that keeps the
 // device objects, and so the cached selector results, of every slice that
 // did not change (informers replace changed objects, so an unchanged slice
-// is the same pointer), and the remembered solutions. The scheduler calls
-// it whenever slices change.
+// is the same pointer), the remembered solutions, and the view of every
+// node whose view cannot have changed (keepViews). The scheduler calls it
+// whenever slices change: a node agent's taint or a rolling upgrade
+// changes a few nodes' slices at a time, and rebuilding every view made
+// the next cycle cost as much as a cold start (17 times a warm one on
+// 5,000 GPU nodes, 250 times on MIG nodes). With the same slices it
+// returns inv itself.
 func (inv *Inventory) Refresh(slices []*resourceapi.ResourceSlice) *Inventory {
+	if sameElements(inv.all, slices) {
+		return inv
+	}
 	next := NewInventory(slices, inv.features)
 	next.shapes, next.solved = inv.shapes, inv.solved
 	inv.mu.Lock()
-	defer inv.mu.Unlock()
 	for _, s := range slices {
 		if ds, ok := inv.devices[s]; ok {
 			next.devices[s] = ds
 		}
 	}
+	inv.mu.Unlock()
+	inv.keepViews(next)
 	return next
+}
+
+// keepViews hands on to next the views that read nothing but their
+// node's own slices and the slices without a node name, where both are
+// the same. A view that read further (the stable path reads every slice;
+// a pool whose slices on the node are not all of it looks at the rest)
+// is built again. view checks the node's UID and labels as for any
+// cached view.
+func (inv *Inventory) keepViews(next *Inventory) {
+	if inv.legacy || next.legacy || !sameElements(inv.slicesShared, next.slicesShared) {
+		return
+	}
+	inv.viewsMu.RLock()
+	defer inv.viewsMu.RUnlock()
+	for name, v := range inv.views {
+		if !v.readsOtherNodes && sameElements(inv.slicesOnNode[name], next.slicesOnNode[name]) {
+			next.views[name] = v
+		}
+	}
+}
+
+// sameElements reports whether a and b hold the same elements, in any
+// order: informers replace an object that changes, so the same slice
+// pointers mean the same slices (and the lister's order is its own).
+func sameElements[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) <= 8 { // a node's few slices: no map
+		for _, x := range a {
+			if !slices.Contains(b, x) {
+				return false
+			}
+		}
+		return true
+	}
+	seen := make(map[T]struct{}, len(a))
+	for _, x := range a {
+		seen[x] = struct{}{}
+	}
+	for _, x := range b {
+		if _, ok := seen[x]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Slices returns the slices the inventory was built from.
@@ -103,6 +158,10 @@ type nodeView struct {
 	// shape numbers the view for the solution memo (shape.go).
 	shapeOnce sync.Once
 	shape     uint64
+	// readsOtherNodes: building the view read slices of other nodes (a
+	// pool whose slices here were not all of it), so Refresh does not
+	// hand it on.
+	readsOtherNodes bool
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID
@@ -156,7 +215,8 @@ func (inv *Inventory) buildView(node *v1.Node) (*nodeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{pools: inv.pools(g), node: node.Name, uid: node.UID, byLabels: g.byLabels}
+	pools, readsOthers := inv.pools(g)
+	v := &nodeView{pools: pools, readsOtherNodes: readsOthers, node: node.Name, uid: node.UID, byLabels: g.byLabels}
 	if g.byLabels {
 		v.labels = labelsKey(node.Labels)
 	}
@@ -266,13 +326,15 @@ func sliceSeenBy(node *v1.Node, s *resourceapi.ResourceSlice) (relevant, byLabel
 // allocator iterates a map filled in order of first sight instead; that
 // order is the one its iteration takes most often (see
 // upstreamMaySay in differential_test.go), and the engine takes it.
-func (inv *Inventory) pools(g *gathered) []*pool {
+// readsOthers: some pool's slices were looked up among every node's.
+func (inv *Inventory) pools(g *gathered) (ps []*pool, readsOthers bool) {
 	var plain, withBinding []*pool
 	for _, id := range g.order {
 		ss := g.byPool[id]
 		want := ss[0].Spec.Pool.ResourceSliceCount
 		var all []*resourceapi.ResourceSlice
 		if int64(len(ss)) != want {
+			readsOthers = true
 			obsolete, same := inv.poolGeneration(id, ss[0].Spec.Pool.Generation)
 			if obsolete {
 				continue
@@ -291,14 +353,14 @@ func (inv *Inventory) pools(g *gathered) []*pool {
 		}
 	}
 	if inv.legacy {
-		return plain
+		return plain, readsOthers
 	}
 	byID := func(a, b *pool) int {
 		return cmp.Or(cmp.Compare(a.driver, b.driver), cmp.Compare(a.name, b.name))
 	}
 	slices.SortFunc(plain, byID)
 	slices.SortFunc(withBinding, byID)
-	return append(plain, withBinding...)
+	return append(plain, withBinding...), readsOthers
 }
 
 // poolGeneration looks at every slice of a pool: obsolete when any has a

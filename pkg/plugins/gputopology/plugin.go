@@ -173,31 +173,12 @@ func (pl *GPUTopology) inventory() (*allocator.Inventory, error) {
 	}
 	pl.invMu.Lock()
 	defer pl.invMu.Unlock()
-	switch {
-	case pl.inv == nil:
+	if pl.inv == nil {
 		pl.inv = allocator.NewInventory(slices, pl.features)
-	case !sameSlices(pl.inv.Slices(), slices):
+	} else {
 		pl.inv = pl.inv.Refresh(slices)
 	}
 	return pl.inv, nil
-}
-
-// sameSlices: informer objects are replaced on change, so the same set of
-// pointers means nothing changed.
-func sameSlices[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := make(map[T]struct{}, len(a))
-	for _, x := range a {
-		seen[x] = struct{}{}
-	}
-	for _, x := range b {
-		if _, ok := seen[x]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // allocatedState reads the ledger (allocated claims plus in-flight

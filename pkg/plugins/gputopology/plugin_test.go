@@ -121,20 +121,3 @@ func TestTrimSentinel(t *testing.T) {
 		}
 	}
 }
-
-func TestSameSlices(t *testing.T) {
-	a, b, c := new(int), new(int), new(int)
-	for _, tc := range []struct {
-		x, y []*int
-		want bool
-	}{
-		{[]*int{a, b}, []*int{b, a}, true},
-		{[]*int{a, b}, []*int{a, c}, false},
-		{[]*int{a}, []*int{a, b}, false},
-		{nil, nil, true},
-	} {
-		if got := sameSlices(tc.x, tc.y); got != tc.want {
-			t.Errorf("sameSlices(%v, %v) = %v", tc.x, tc.y, got)
-		}
-	}
-}
