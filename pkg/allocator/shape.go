@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,33 +34,38 @@ import (
 // other view.
 
 // shapeTable interns shapes, so that a memo key carries a number. It
-// lives as long as the scheduler's inventories (Inventory.Refresh).
+// lives as long as the scheduler's inventories (Inventory.Refresh). It
+// holds each shape's SHA-256, not the shape: a MIG node's is 75 kB.
 type shapeTable struct {
 	mu  sync.Mutex
-	ids map[string]uint64
+	ids map[[sha256.Size]byte]uint64
 }
 
-// maxShapes bounds the table: fleets have a few node models. Past it, a
-// new shape gets an identity of its own (a memo miss, never a wrong
-// answer).
+// maxShapes bounds the table: fleets have a few node models, in a few
+// states of their taints. A full table starts again empty, as shapes
+// keep coming for as long as the scheduler runs (every new driver
+// version is one); a shape seen before then gets a new number (memo
+// misses until the memo learns it, never a wrong answer).
 const maxShapes = 1024
 
 // viewIdentities numbers shapes and views without one alike, so that the
 // two never collide.
 var viewIdentities atomic.Uint64
 
-func newShapeTable() *shapeTable { return &shapeTable{ids: make(map[string]uint64)} }
+func newShapeTable() *shapeTable { return &shapeTable{ids: make(map[[sha256.Size]byte]uint64)} }
 
-func (t *shapeTable) intern(shape string) uint64 {
+func (t *shapeTable) intern(shape []byte) uint64 {
+	sum := sha256.Sum256(shape)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id, ok := t.ids[shape]; ok {
+	if id, ok := t.ids[sum]; ok {
 		return id
 	}
-	id := viewIdentities.Add(1)
-	if len(t.ids) < maxShapes {
-		t.ids[shape] = id
+	if len(t.ids) >= maxShapes {
+		clear(t.ids)
 	}
+	id := viewIdentities.Add(1)
+	t.ids[sum] = id
 	return id
 }
 
@@ -97,15 +104,15 @@ type shapeDevice struct {
 
 // shapeOf writes the view's shape down; ok is false when the view may
 // not share one (see above).
-func shapeOf(v *nodeView) (string, bool) {
+func shapeOf(v *nodeView) ([]byte, bool) {
 	if v.multiTerm {
-		return "", false
+		return nil, false
 	}
 	names := stringNumbers{}
 	pools := make([]shapePool, 0, len(v.pools))
 	for _, p := range v.pools {
 		if p.invalid || p.exact != nil || len(p.others) > 0 {
-			return "", false
+			return nil, false
 		}
 		sp := shapePool{Driver: p.driver, Incomplete: p.incomplete, BindingConditions: p.hasBindingConditions,
 			Totals: p.counterTotal, Bound: p.counterBound}
@@ -114,7 +121,7 @@ func shapeOf(v *nodeView) (string, bool) {
 		}
 		for i, d := range p.devices {
 			if ptr.Deref(d.slice.Spec.NodeName, "") != v.node || ptr.Deref(d.slice.Spec.PerDeviceNodeSelection, false) {
-				return "", false
+				return nil, false
 			}
 			sd := names.device(d)
 			if p.uses != nil {
@@ -128,9 +135,9 @@ func shapeOf(v *nodeView) (string, bool) {
 	}
 	b, err := json.Marshal(pools)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
-	return string(b), true
+	return b, true
 }
 
 // stringNumbers numbers the strings of one view in order of first
@@ -153,6 +160,15 @@ func (n stringNumbers) of(s string) string {
 func (n stringNumbers) device(d *device) shapeDevice {
 	api := *d.api
 	api.Name = ""
+	// When a taint was added is not read by the search (tolerations
+	// match key, value and effect), and the API server stamps it on
+	// every new taint: nodes tainted alike share a shape.
+	if len(api.Taints) > 0 {
+		api.Taints = slices.Clone(api.Taints)
+		for i := range api.Taints {
+			api.Taints[i].TimeAdded = nil
+		}
+	}
 	api.Attributes = make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.api.Attributes))
 	// Sorted: numbers in an order the view's content fixes.
 	for _, name := range sortedKeys(d.api.Attributes) {
