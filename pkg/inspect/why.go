@@ -83,11 +83,35 @@ func writeStanding(b *strings.Builder, pod *v1.Pod) {
 		fmt.Fprintf(b, "pod %s has ended (%s) before it was scheduled (scheduler %s)\n", name, pod.Status.Phase, pod.Spec.SchedulerName)
 	case pod.Spec.NodeName != "":
 		fmt.Fprintf(b, "pod %s is bound to node %s (scheduler %s)\n", name, pod.Spec.NodeName, pod.Spec.SchedulerName)
+		writeWaiting(b, pod)
 		return
 	default:
 		fmt.Fprintf(b, "pod %s is pending (scheduler %s)\n", name, pod.Spec.SchedulerName)
 	}
 	writeReasons(b, pod)
+}
+
+// writeWaiting says which containers of a bound pod that is still
+// pending have not started, and why they wait: a node agent that refuses
+// to prepare the devices leaves them in ContainerCreating, and only the
+// kubelet's events say why.
+func writeWaiting(b *strings.Builder, pod *v1.Pod) {
+	if pod.Status.Phase != v1.PodPending {
+		return
+	}
+	var waiting []string
+	for _, statuses := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, c := range statuses {
+			if w := c.State.Waiting; w != nil {
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", c.Name, w.Reason))
+			}
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "  containers not started: %s; the kubelet's events say why (kubectl describe pod %s -n %s: FailedPrepareDynamicResources when the node agent refused the devices)\n",
+		strings.Join(waiting, ", "), pod.Name, pod.Namespace)
 }
 
 // whyMissing says why a claim the pod names does not exist: a pod that

@@ -200,3 +200,39 @@ func TestWhyMissingClaims(t *testing.T) {
 		})
 	}
 }
+
+// A bound pod whose containers have not started (the node agent refused
+// to prepare its devices, say) says so and where the reason is; a running
+// one does not.
+func TestWhyBoundPodNotStarted(t *testing.T) {
+	pod := func(phase v1.PodPhase, waiting string) *v1.Pod {
+		p := whyPod("")
+		p.Spec.NodeName = "n1"
+		p.Spec.ResourceClaims = nil
+		p.Status.Phase = phase
+		p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "main", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+		if waiting != "" {
+			p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}}
+		}
+		return p
+	}
+	const line = "  containers not started: main (ContainerCreating); the kubelet's events say why (kubectl describe pod train-0 -n ml: FailedPrepareDynamicResources when the node agent refused the devices)\n"
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"waiting for its devices", pod(v1.PodPending, "ContainerCreating"), true},
+		{"running", pod(v1.PodRunning, ""), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := Why(context.Background(), fake.NewClientset(tc.pod), "ml", "train-0", &b); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(b.String(), line); got != tc.want {
+				t.Errorf("written\n%s\nthe line %q there: %v, want %v", b.String(), line, got, tc.want)
+			}
+		})
+	}
+}
