@@ -67,7 +67,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.pluginDir, "plugin-dir", "", "kubelet plugin data directory (default /var/lib/kubelet/plugins/<driver>)")
 	fs.StringVar(&f.registrarDir, "registrar-dir", kubeletplugin.KubeletRegistryDir, "kubelet plugin registry directory")
 	fs.StringVar(&f.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
-	fs.StringVar(&f.sysRoot, "sysfs-root", "/", "root under which /sys is found, for PCIe roots")
+	fs.StringVar(&f.sysRoot, "sysfs-root", "/", "root under which /sys is found, for PCIe roots and NUMA nodes")
 	fs.DurationVar(&f.probe, "health-probe-interval", 5*time.Second, "how often GPUs are probed")
 	fs.Var(&f.version, "version", "print the version and quit (raw: with the build information)")
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +132,7 @@ func run(ctx context.Context, args []string) error {
 		PluginDir: f.pluginDir, RegistrarDir: f.registrarDir, CDIDir: f.cdiDir, ProbeInterval: f.probe}
 	if f.nvmlSource == "real" {
 		o.PCIeRoot = agent.SysfsPCIeRoot(f.sysRoot)
+		o.NUMANode = agent.SysfsNUMANode(f.sysRoot)
 		o.CanManageMIG = agent.ProcessCanManageMIG
 	}
 	a, err := agent.Start(ctx, o)

@@ -40,6 +40,9 @@ type Options struct {
 	// PCIeRoot maps a PCI bus ID to its root complex (sysfs on a real
 	// node); nil leaves the attribute out.
 	PCIeRoot func(busID string) (string, error)
+	// NUMANode maps a PCI bus ID to its NUMA node (sysfs on a real node,
+	// SysfsNUMANode); nil asks NVML (mock NVML).
+	NUMANode func(busID string) (int, error)
 	// CanManageMIG says whether the process may create MIG instances
 	// (ProcessCanManageMIG on a real node); checked only when a GPU is
 	// in MIG mode. Nil: not checked (mock NVML).
@@ -109,7 +112,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			return nil, fmt.Errorf("node agent: %s: %w", dir.flag, err)
 		}
 	}
-	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot, Problem: func(index int, err error) {
+	gpus, err := discovery.Discover(o.NVML, discovery.Options{PCIeRoot: o.PCIeRoot, NUMANode: o.NUMANode, Problem: func(index int, err error) {
 		logger.Error(err, "GPU left out or only partly described", "index", index)
 	}})
 	if err != nil {

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -40,5 +43,22 @@ func SysfsPCIeRoot(root string) func(busID string) (string, error) {
 			return "", fmt.Errorf("no PCIe root for %s", busID)
 		}
 		return *a.Value.StringValue, nil
+	}
+}
+
+// SysfsNUMANode reads a GPU's NUMA node from sysfs under root: the node of
+// the CPUs the PCI device is attached to, -1 where there is none (one
+// socket, many VMs), as the standard numaNode attribute means it.
+func SysfsNUMANode(root string) func(busID string) (int, error) {
+	return func(busID string) (int, error) {
+		raw, err := os.ReadFile(filepath.Join(root, "sys", "bus", "pci", "devices", busID, "numa_node"))
+		if err != nil {
+			return -1, err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || n < -1 {
+			return -1, fmt.Errorf("numa_node of %s: %q is not a NUMA node", busID, strings.TrimSpace(string(raw)))
+		}
+		return n, nil
 	}
 }

@@ -27,7 +27,8 @@ type GPU struct {
 	MemoryMiB             int64
 	PCIBusID              string
 	PCIeRoot              string
-	// NUMANode is -1 when NVML does not know it.
+	// NUMANode is -1 when it is not known (or the GPU has no NUMA
+	// affinity, as on one socket).
 	NUMANode      int
 	DriverVersion string
 	// NVLinks counts active NVLink links; NVLinkBandwidthGBps is their
@@ -66,6 +67,13 @@ type Options struct {
 	// PCIeRoot maps a PCI bus ID to its PCIe root complex; nil leaves
 	// PCIeRoot empty. On a real node this reads sysfs.
 	PCIeRoot func(busID string) (string, error)
+	// NUMANode maps a PCI bus ID to the NUMA node of its CPUs (-1: none);
+	// on a real node this reads sysfs, as the standard attribute means
+	// it. Nil asks NVML, as mock NVML answers: real NVML knows only the
+	// node of a GPU that is itself a NUMA node (its own memory, on
+	// Grace), answers NOT_SUPPORTED on x86, and before R550 lacks the
+	// call.
+	NUMANode func(busID string) (int, error)
 	// Problem hears of each GPU left out (NVML cannot describe it: it
 	// fell off the bus, say) and each optional fact not read; nil
 	// ignores them. One bad GPU does not hide the node's others.
@@ -163,9 +171,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		}
 		g.PCIeRoot = root
 	}
-	if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS {
-		g.NUMANode = n
-	}
+	g.NUMANode = numaNode(i, d, g.PCIBusID, opts)
 	nvlinks(d, &g)
 	g.CliqueID, g.CliquePending, _ = ReadClique(d)
 	if err := migProfiles(d, &g); err != nil {
@@ -183,6 +189,23 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		}
 	}
 	return g, nil
+}
+
+// numaNode is the GPU's NUMA node as opts.NUMANode reads it, else as
+// NVML (a mock) gives it; -1 when unknown.
+func numaNode(i int, d nvml.Device, busID string, opts Options) int {
+	if opts.NUMANode == nil {
+		if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS {
+			return n
+		}
+		return -1
+	}
+	n, err := opts.NUMANode(busID)
+	if err != nil {
+		opts.problem(i, fmt.Errorf("device %d: NUMA node of %s (not published): %w", i, busID, err))
+		return -1
+	}
+	return n
 }
 
 // memoryOfMIG stands in for the GPU's memory when NVML refused it

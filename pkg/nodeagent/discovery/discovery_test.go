@@ -213,3 +213,46 @@ func TestMIGGPUDescribedWithoutPrivilege(t *testing.T) {
 		})
 	}
 }
+
+// On a real node the NUMA node comes from sysfs (Options.NUMANode), not
+// NVML: NVML answers NOT_SUPPORTED on x86 and the GPU's own memory node
+// on Grace. A bus without NUMA affinity (-1) or one sysfs cannot answer
+// for gets none, the latter reported.
+func TestNUMANodeFromTheHost(t *testing.T) {
+	lib, err := mocknvml.New(mocknvml.DGXH100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range lib.Devices {
+		d.(*server.Device).GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	}
+	all, err := discovery.Discover(lib, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all[0].NUMANode != -1 {
+		t.Errorf("NVML without the answer: NUMA node %d, want -1", all[0].NUMANode)
+	}
+	numa := map[string]int{all[0].PCIBusID: 1, all[1].PCIBusID: -1}
+	problems := map[int]error{}
+	gpus, err := discovery.Discover(lib, discovery.Options{
+		NUMANode: func(bus string) (int, error) {
+			if n, ok := numa[bus]; ok {
+				return n, nil
+			}
+			return -1, errors.New("no such sysfs entry")
+		},
+		Problem: func(i int, err error) { problems[i] = err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, -1, -1} {
+		if gpus[i].NUMANode != want {
+			t.Errorf("GPU %d: NUMA node %d, want %d", i, gpus[i].NUMANode, want)
+		}
+	}
+	if problems[0] != nil || problems[1] != nil || !strings.Contains(fmt.Sprint(problems[2]), "NUMA node of "+all[2].PCIBusID) {
+		t.Errorf("problems %v, want GPU 2's NUMA node only", problems)
+	}
+}
