@@ -62,6 +62,9 @@ type Monitor struct {
 	// handles: each GPU's NVML handle when it last answered, to name the
 	// GPU of an Xid that NVML can no longer ask (Xid 79: it is lost).
 	handles map[string]nvml.Device
+	// unwatched: GPUs whose Xids NVML would not deliver, said once each
+	// (the event set is made again after every lost GPU).
+	unwatched map[string]bool
 }
 
 // New watches the GPUs with the given UUIDs.
@@ -76,7 +79,7 @@ func New(lib nvml.Interface, uuids []string, o Options) *Monitor {
 		o.BootIDPath = boot.IDPath
 	}
 	m := &Monitor{lib: lib, uuids: uuids, opts: o, changed: make(chan struct{}, 1), gpus: map[string]*gpuState{}, boot: boot.ID(o.BootIDPath),
-		handles: map[string]nvml.Device{}}
+		handles: map[string]nvml.Device{}, unwatched: map[string]bool{}}
 	for _, uuid := range uuids {
 		m.gpus[uuid] = &gpuState{}
 	}
@@ -123,6 +126,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	}()
 	// Probes are paced by the wall clock; taint ages use opts.Now.
 	next := time.Now()
+	failing := false // the event waits fail (said once, at the first)
 	for ctx.Err() == nil {
 		ev, ret := w.set.Wait(200)
 		switch ret {
@@ -132,9 +136,13 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case nvml.ERROR_GPU_IS_LOST:
 			next = time.Now() // probe now: it taints the lost GPU
 		default:
+			if !failing {
+				klog.FromContext(ctx).Info("Waiting for Xid events fails, probing meanwhile", "result", nvml.ErrorString(ret))
+			}
 			klog.FromContext(ctx).V(4).Info("Event wait", "result", nvml.ErrorString(ret))
 			pause(ctx, waitErrorPause)
 		}
+		failing = ret != nvml.SUCCESS && ret != nvml.ERROR_TIMEOUT && ret != nvml.ERROR_GPU_IS_LOST
 		if now := time.Now(); !now.Before(next) {
 			answered := m.probe(ctx)
 			next = now.Add(m.opts.ProbeInterval)
@@ -179,9 +187,12 @@ func (m *Monitor) watch(ctx context.Context) (watched, bool) {
 			continue
 		}
 		w.gpus[uuid] = true
-		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-			// Some GPUs (and vGPUs) do not deliver events: probing only.
-			logger.V(2).Info("No Xid events from GPU, probing only", "uuid", uuid, "reason", nvml.ErrorString(ret))
+		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS && !m.unwatched[uuid] {
+			// Some GPUs (and vGPUs) do not deliver events: probing only,
+			// which finds a lost GPU and no Xid. An operator reading the
+			// log at the default verbosity must know.
+			logger.Info("No Xid events from GPU, probing only", "uuid", uuid, "reason", nvml.ErrorString(ret))
+			m.unwatched[uuid] = true
 		}
 	}
 	return w, true
@@ -232,6 +243,11 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 		klog.FromContext(ctx).Error(nil, "Xid from a GPU the agent cannot name", "xid", xid)
 		return
 	}
+	if ev.GpuInstanceId != noInstance {
+		// The rules apply to the GPU as a whole (docs/nodeagent.md); the
+		// log says which MIG instance the error came from.
+		klog.FromContext(ctx).Info("Xid from a MIG instance", "uuid", uuid, "xid", xid, "gpuInstance", ev.GpuInstanceId, "computeInstance", ev.ComputeInstanceId)
+	}
 	if slices.Contains(m.opts.Policy.IgnoredXids, xid) {
 		klog.FromContext(ctx).V(2).Info("Application Xid, GPU stays healthy", "uuid", uuid, "xid", xid)
 		return
@@ -257,6 +273,10 @@ func (m *Monitor) event(ctx context.Context, ev nvml.EventData) {
 	}
 	m.report(ctx, uuid, fmt.Sprintf("xid-%d", xid), effect)
 }
+
+// noInstance is an event's GPU (or compute) instance ID when the event
+// is not a MIG instance's.
+const noInstance = 0xffffffff
 
 // uuidOf names the GPU of an event: by asking it, or, when it no longer
 // answers, by the handle it had when it last did.

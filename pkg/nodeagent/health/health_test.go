@@ -3,6 +3,7 @@ package health_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/go-logr/logr/funcr"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
@@ -265,5 +269,47 @@ func TestLostWaitWhileEveryGPUAnswers(t *testing.T) {
 	}
 	if n := waits.Load(); n > 5 {
 		t.Errorf("%d event waits in a second, want a pause after each", n)
+	}
+}
+
+// A GPU that delivers no Xid events is said at the default verbosity,
+// once, though the event set is made again after every lost GPU: such a
+// GPU is watched by probes only, which find no Xid.
+func TestGPUWithoutXidEventsSaidOnce(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.Devices[3].(*server.Device).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
+	uuids := gpuUUIDs(t, lib)
+	var mu sync.Mutex
+	said := 0
+	logger := funcr.New(func(_, args string) {
+		if strings.Contains(args, "No Xid events from GPU") && strings.Contains(args, uuids[3]) {
+			mu.Lock()
+			said++
+			mu.Unlock()
+		}
+	}, funcr.Options{}) // verbosity 0: what the DaemonSet logs
+	m := health.New(lib, uuids, health.Options{Policy: config.Default().Health, ProbeInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	for !lib.Registered(5) {
+		time.Sleep(time.Millisecond)
+	}
+	lib.SetLost(2, true) // the set is made again
+	for m.Taints()[uuids[2]].Value != "lost" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if said != 1 {
+		t.Errorf("GPU 3 without Xid events said %d times at verbosity 0, want once", said)
 	}
 }
