@@ -64,6 +64,9 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 				}
 			}
 		case config.Shared:
+			if err := migComing(g, mode); err != nil {
+				return nil, err
+			}
 			if g.MIGEnabled {
 				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
 			}
@@ -72,6 +75,9 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 			}
 			l.add(whole)
 		default:
+			if err := migComing(g, mode); err != nil {
+				return nil, err
+			}
 			// CUDA sees no device on a GPU in MIG mode without instances.
 			if g.MIGEnabled {
 				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
@@ -80,6 +86,16 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 		}
 	}
 	return l, nil
+}
+
+// migComing refuses a GPU offered whole or shared whose MIG mode was
+// enabled and takes effect at its next reset: from then on CUDA would
+// see no device on it, and the pods it was handed out to would fail.
+func migComing(g *discovery.GPU, mode config.Mode) error {
+	if g.MIGEnabled || !g.MIGPending {
+		return nil
+	}
+	return fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode was enabled and takes effect at the GPU's next reset or the node's reboot; disable it again or choose mode %q", g.Index, g.UUID, g.Product, mode, config.MIG)
 }
 
 // sharesFit checks the shared request policy against the GPU's memory:

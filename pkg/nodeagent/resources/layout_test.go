@@ -281,8 +281,19 @@ func TestModeRulesAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resources.NewLayout("n", pending, c); err == nil || !strings.Contains(err.Error(), "GPU 2") || !strings.Contains(err.Error(), "takes effect at the GPU's next reset") {
-		t.Errorf("MIG mode pending: error %v, want one naming GPU 2 and the reset", err)
+	migOnly := config.Default()
+	migOnly.DefaultMode = config.MIG
+	if _, err := resources.NewLayout("n", pending, migOnly); err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), "still off: it was enabled and takes effect at the GPU's next reset") {
+		t.Errorf("MIG mode pending, mode mig: error %v, want one naming GPU 0 and the reset", err)
+	}
+	// Offered whole or shared, such a GPU would show CUDA no device after
+	// its next reset, under the pods it was handed out to.
+	for _, mode := range []config.Mode{config.Whole, config.Shared} {
+		cfg := config.Default()
+		cfg.DefaultMode = mode
+		if _, err := resources.NewLayout("n", pending, cfg); err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), `configured mode "`+string(mode)+`" but MIG mode was enabled and takes effect at the GPU's next reset`) {
+			t.Errorf("MIG mode pending, mode %s: error %v, want one naming GPU 0 and the reset", mode, err)
+		}
 	}
 	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{})
 	for i := range gpus {
