@@ -24,9 +24,10 @@ type GPU struct {
 	Architecture string
 	// CUDAComputeCapability as "major.minor".
 	CUDAComputeCapability string
-	MemoryMiB             int64
-	PCIBusID              string
-	PCIeRoot              string
+	// MemoryMiB is 0 where NVML does not report it (unified memory).
+	MemoryMiB int64
+	PCIBusID  string
+	PCIeRoot  string
 	// NUMANode is -1 when it is not known (or the GPU has no NUMA
 	// affinity, as on one socket).
 	NUMANode      int
@@ -183,7 +184,12 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 		g.MIGProfiles = nil
 		opts.problem(i, fmt.Errorf("device %d: %w", i, err))
 	}
-	if memRet != nvml.SUCCESS {
+	switch {
+	case memRet == nvml.SUCCESS:
+	case memRet == nvml.ERROR_NOT_SUPPORTED && !g.MIGEnabled:
+		// Unified memory (GB10): the GPU has none of its own to report.
+		opts.problem(i, fmt.Errorf("device %d: memory: %s (unified memory; published without it)", i, nvml.ErrorString(memRet)))
+	default:
 		if err := memoryOfMIG(&g, memRet, opts); err != nil {
 			return GPU{}, fmt.Errorf("device %d: %w", i, err)
 		}

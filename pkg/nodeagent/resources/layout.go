@@ -103,6 +103,9 @@ func migComing(g *discovery.GPU, mode config.Mode) error {
 // (twice memoryStep) is more than the capacity, and a default larger
 // than the GPU would let no share that asks for no memory fit.
 func sharesFit(g *discovery.GPU, p config.SharedPolicy) error {
+	if g.MemoryMiB == 0 {
+		return fmt.Errorf("GPU %d (%s, %s): configured mode %q but NVML does not report its memory (unified memory), which shares are made of; choose mode %q for it", g.Index, g.UUID, g.Product, config.Shared, config.Whole)
+	}
 	memory := g.MemoryMiB * 1024 * 1024
 	if 2*p.MemoryStep.Value() > memory {
 		return fmt.Errorf("GPU %d (%s, %s, %d MiB): shared.memoryStep %s: two steps are more than the GPU's memory, and the API server refuses its request policy; choose a smaller step", g.Index, g.UUID, g.Product, g.MemoryMiB, p.MemoryStep.String())

@@ -463,3 +463,38 @@ func TestWithholdOnly(t *testing.T) {
 		}
 	}
 }
+
+// A GPU whose memory NVML does not report (unified memory, as on GB10)
+// is published whole without memory, not with none, and not shared,
+// which needs it; the node's other GPUs are as always.
+func TestGPUWithoutReportedMemory(t *testing.T) {
+	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.Devices[0].(*server.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_NOT_SUPPORTED }
+	var problems []error
+	gpus, err := discovery.Discover(lib, discovery.Options{Problem: func(_ int, err error) { problems = append(problems, err) }})
+	if err != nil {
+		t.Fatalf("discovery: %v, want GPU 0 described without memory", err)
+	}
+	if len(gpus) != 8 || gpus[0].MemoryMiB != 0 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "unified memory") {
+		t.Fatalf("%d GPUs, GPU 0 with %d MiB, problems %v: want 8, none, and GPU 0's memory said", len(gpus), gpus[0].MemoryMiB, problems)
+	}
+	l, err := resources.NewLayout("n", gpus, config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := l.Resources(nil).Pools["n"].Slices[0].Devices
+	if _, ok := devs[0].Attributes["memory"]; ok || devs[0].Capacity != nil {
+		t.Errorf("GPU 0 published with memory %v, capacity %v; want neither", devs[0].Attributes["memory"], devs[0].Capacity)
+	}
+	if _, ok := devs[1].Capacity["memory"]; !ok {
+		t.Error("GPU 1 published without its memory")
+	}
+	shared := config.Default()
+	shared.DefaultMode = config.Shared
+	if _, err := resources.NewLayout("n", gpus, shared); err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), "does not report its memory") {
+		t.Errorf("shared: %v, want an error naming GPU 0 and its memory", err)
+	}
+}

@@ -102,7 +102,6 @@ func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 	} else {
 		a[contract.AttrType] = str(contract.TypeGPU)
 		a[contract.AttrUUID] = str(g.UUID)
-		a[contract.AttrMemory] = integer(g.MemoryMiB)
 		a[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
 		if g.NVLinkDomain != "" {
 			a[contract.AttrNVLinkDomain] = str(g.NVLinkDomain)
@@ -113,8 +112,13 @@ func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 		if g.CliqueID != "" {
 			a[contract.AttrCliqueID] = str(g.CliqueID)
 		}
-		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			contract.CapacityMemory: {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
+		// A GPU whose memory NVML does not report (unified memory) is
+		// published without it, not with none.
+		if g.MemoryMiB > 0 {
+			a[contract.AttrMemory] = integer(g.MemoryMiB)
+			dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				contract.CapacityMemory: {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
+			}
 		}
 		switch d.Mode {
 		case config.MIG:
