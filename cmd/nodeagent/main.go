@@ -50,6 +50,7 @@ type flags struct {
 	nodeName, configPath, nvmlSource, kubeconfig string
 	pluginDir, registrarDir, cdiDir, sysRoot     string
 	mock                                         mocknvml.Options
+	mockFaults                                   string
 	probe                                        time.Duration
 	version                                      version.Request
 }
@@ -63,6 +64,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.nvmlSource, "nvml", "real", `"real" (the driver's libnvidia-ml) or "mock:<shape>" (`+fmt.Sprint(mocknvml.Shapes)+`)`)
 	fs.BoolVar(&f.mock.MIG, "mock-mig", false, "mock NVML: MIG mode on")
 	fs.StringVar(&f.mock.Rack, "mock-rack", "", "mock NVML: GB200 NVL72 rack of this tray")
+	fs.StringVar(&f.mockFaults, "mock-faults", "", `mock NVML: a file whose appended lines fail the mock GPUs ("xid INDEX CODE", "lost INDEX", "found INDEX")`)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty uses the in-cluster service account")
 	fs.StringVar(&f.pluginDir, "plugin-dir", "", "kubelet plugin data directory (default /var/lib/kubelet/plugins/<driver>)")
 	fs.StringVar(&f.registrarDir, "registrar-dir", kubeletplugin.KubeletRegistryDir, "kubelet plugin registry directory")
@@ -87,8 +89,8 @@ func parse(args []string) (flags, error) {
 	if f.probe < minProbeInterval {
 		return f, fmt.Errorf("--health-probe-interval=%v: must be at least %v (where NVML gives no events the agent probes every GPU this often)", f.probe, minProbeInterval)
 	}
-	if !strings.HasPrefix(f.nvmlSource, "mock:") && (f.mock.MIG || f.mock.Rack != "") {
-		return f, fmt.Errorf("--mock-mig and --mock-rack apply to --nvml=mock:<shape> only, not --nvml=%s", f.nvmlSource)
+	if !strings.HasPrefix(f.nvmlSource, "mock:") && (f.mock.MIG || f.mock.Rack != "" || f.mockFaults != "") {
+		return f, fmt.Errorf("--mock-mig, --mock-rack and --mock-faults apply to --nvml=mock:<shape> only, not --nvml=%s", f.nvmlSource)
 	}
 	if f.mock.Rack != "" && f.nvmlSource != "mock:"+string(mocknvml.GB200Tray) {
 		return f, fmt.Errorf("--mock-rack applies to --nvml=mock:%s only (a GB200 tray's NVLink fabric), not --nvml=%s", mocknvml.GB200Tray, f.nvmlSource)
@@ -135,6 +137,9 @@ func run(ctx context.Context, args []string) error {
 		o.NUMANode = agent.SysfsNUMANode(f.sysRoot)
 		o.CanManageMIG = agent.ProcessCanManageMIG
 	}
+	if srv, ok := lib.(*mocknvml.Server); ok && f.mockFaults != "" {
+		go followFaults(ctx, srv, f.mockFaults)
+	}
 	a, err := agent.Start(ctx, o)
 	if err != nil {
 		return err
@@ -144,6 +149,14 @@ func run(ctx context.Context, args []string) error {
 	<-a.Done()
 	a.Stop()
 	return a.Err()
+}
+
+// followFaults shows the mock GPUs the faults appended to path.
+func followFaults(ctx context.Context, lib *mocknvml.Server, path string) {
+	logger := klog.FromContext(ctx)
+	lib.FollowFaults(ctx, path, 100*time.Millisecond, func(line int, err error) {
+		logger.Error(err, "Fault not applied", "file", path, "line", line)
+	})
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -38,6 +38,7 @@ func TestStartupErrors(t *testing.T) {
 		{[]string{"--node-name", "n", "--health-probe-interval=1ns"}, []string{"--health-probe-interval=1ns", "at least 100ms"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--mock-rack", "rack-a"}, []string{"--mock-rack", "gb200-tray"}},
 		{[]string{"--node-name", "n", "--mock-mig"}, []string{"--mock-mig", "--nvml=real"}},
+		{[]string{"--node-name", "n", "--mock-faults=/tmp/faults"}, []string{"--mock-faults", "--nvml=real"}},
 		{[]string{"--node-name=n", "--nvml=mock:dgxh100", "--mock-mig", "false", "--config=" + badConfig}, []string{`unexpected argument "false"`, "--name=value"}},
 		{[]string{"--node-name", "n", "--nvml", "mock:dgxh100", "--kubeconfig", kubeconfig, "--plugin-dir", filepath.Join(badConfig, "p"),
 			"--registrar-dir", filepath.Join(dir, "r"), "--cdi-dir", filepath.Join(dir, "cdi")}, []string{"--plugin-dir", "not a directory"}},

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +150,11 @@ func TestNodeAgentProcess(t *testing.T) {
 	c.deviceClasses()
 	const node = "dgx-h100"
 	c.node(node, map[string]string{"nvidia.com/gpu.present": "true"})
-	agent := c.runAgentProcess(node, "dgxh100")
+	// Taints lifted a second after the last Xid, not five minutes, as an
+	// operator may configure it.
+	c.editAgentConfigMap("recoverAfter: 5m", "recoverAfter: 1s")
+	faults := filepath.Join(t.TempDir(), "faults")
+	agent := c.runAgentProcess(node, "dgxh100", "--mock-faults="+faults)
 	c.waitFor("slices of "+node, 60*time.Second, func() (bool, error) {
 		if done, state := agent.exited(); done {
 			t.Fatalf("node agent exited: %s\n%s", state, tail(agent.log, 40))
@@ -241,11 +247,81 @@ func TestNodeAgentProcess(t *testing.T) {
 		}
 	}
 
+	c.xidsTaintAndRecover(node, faults)
+
 	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
 	agent.stop(syscall.SIGTERM)
 	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
 		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
 	}
+}
+
+// xidsTaintAndRecover: Xids on every GPU of the node but one that is
+// free (written to the agent's --mock-faults file, as the driver would
+// report them) taint them; a new 1-GPU pod for the node lands on the
+// healthy GPU, the next one waits until the errors stop and the taints
+// are lifted.
+func (c *cluster) xidsTaintAndRecover(node, faults string) {
+	t := c.t
+	t.Helper()
+	const ns = "default"
+	held := map[string]bool{}
+	for _, devices := range c.devicesByPod(ns) {
+		for _, d := range devices {
+			held[d] = true
+		}
+	}
+	healthy := -1
+	for i := range 8 {
+		if !held[fmt.Sprintf("%s/gpu-%d", node, i)] { // pool/device
+			healthy = i
+			break
+		}
+	}
+	if healthy < 0 {
+		t.Fatalf("no free GPU on %s: %v", node, held)
+	}
+	ctx, stopErrors := context.WithCancel(c.ctx)
+	defer stopErrors()
+	go func() {
+		f, err := os.OpenFile(faults, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		for ctx.Err() == nil {
+			for i := range 8 {
+				if i != healthy {
+					fmt.Fprintf(f, "xid %d 92\n", i) // NoSchedule; lifted a second after the last
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	c.waitFor("7 GPUs tainted", 30*time.Second, func() (bool, error) {
+		_, tainted := c.poolDevices(node)
+		return tainted == 7, nil
+	})
+	c.checkTaintsStampedByTheAPIServer(node)
+	c.create(gpuTemplate(ns, "one-gpu", "gpu.nvidia.com", 1))
+	c.create(podOn(ns, "h1", "one-gpu", "gputopo-scheduler", node))
+	h1 := c.waitScheduled(ns, "h1")["h1"]
+	if got := devicesOf(c.claimOf(h1, "dev")); len(got) != 1 || got[0] != fmt.Sprintf("gpu-%d", healthy) {
+		t.Errorf("h1 got %v, want the healthy gpu-%d", got, healthy)
+	}
+	c.create(podOn(ns, "h2", "one-gpu", "gputopo-scheduler", node))
+	c.waitFor("h2 pending", 30*time.Second, func() (bool, error) {
+		return c.schedulingMessage(ns, "h2") != "", nil
+	})
+	t.Logf("h2 pending while 7 GPUs are tainted: %s", c.schedulingMessage(ns, "h2"))
+	stopErrors()
+	c.waitFor("taints lifted", 30*time.Second, func() (bool, error) {
+		_, tainted := c.poolDevices(node)
+		return tainted == 0, nil
+	})
+	c.waitScheduled(ns, "h2")
+	c.checkNoDoubleBooking()
 }
 
 // ensureRuntimeClass creates the RuntimeClass, as installing NVIDIA's
