@@ -100,10 +100,10 @@ func (c *cluster) replaceAgentConfigMap(file string) {
 	c.apply(file, "")
 }
 
-// editAgentConfigMap replaces old with new in the node agent's
+// editAgentConfigMap replaces from with to in the node agent's
 // configuration, as an operator edits the ConfigMap; agents started
 // later read it.
-func (c *cluster) editAgentConfigMap(old, new string) {
+func (c *cluster) editAgentConfigMap(from, to string) {
 	c.t.Helper()
 	cms := c.client.CoreV1().ConfigMaps(agentNamespace)
 	cm, err := cms.Get(c.ctx, agentDaemonSet, metav1.GetOptions{})
@@ -111,10 +111,10 @@ func (c *cluster) editAgentConfigMap(old, new string) {
 		c.t.Fatal(err)
 	}
 	data := cm.Data["nodeagent.yaml"]
-	if !strings.Contains(data, old) {
-		c.t.Fatalf("the node agent's configuration has no %q:\n%s", old, data)
+	if !strings.Contains(data, from) {
+		c.t.Fatalf("the node agent's configuration has no %q:\n%s", from, data)
 	}
-	cm.Data["nodeagent.yaml"] = strings.Replace(data, old, new, 1)
+	cm.Data["nodeagent.yaml"] = strings.Replace(data, from, to, 1)
 	if _, err := cms.Update(c.ctx, cm, metav1.UpdateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
