@@ -56,14 +56,9 @@ func NewLearner(prior Workload, priorWeight float64, maxClasses int) *Learner {
 // Observe counts one arriving request, with the key of where its pod may
 // run; requests without GPUs and invalid classes are ignored.
 func (l *Learner) Observe(c TaskClass, placement string) {
-	if c.GPUs < 1 || c.Share <= 0 || c.Share > 1 || (c.GPUs > 1 && c.Share != 1) {
+	key, ok := learnedClass(c)
+	if !ok {
 		return
-	}
-	key := TaskClass{
-		GPUs:      c.GPUs,
-		Share:     math.Min(1, math.Ceil(c.Share*100-1e-9)/100),
-		CPUMilli:  (c.CPUMilli + 999) / 1000 * 1000,
-		MemoryMiB: (c.MemoryMiB + 1023) / 1024 * 1024,
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -74,6 +69,53 @@ func (l *Learner) Observe(c TaskClass, placement string) {
 	}
 	l.observed++
 	l.sinceBuild++
+}
+
+// Forget takes back one request Observe counted with the same class and
+// placement key (a pod reserved, then not bound: it will be counted
+// again when it is retried). A key folded away since is taken from the
+// unconstrained count it was folded into.
+func (l *Learner) Forget(c TaskClass, placement string) {
+	key, ok := learnedClass(c)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts[key] <= 0 {
+		return // not counted
+	}
+	takeOne(l.counts, key)
+	if _, kept := l.placements[placement]; !kept {
+		placement = ""
+	}
+	takeOne(l.placements, placement)
+	l.observed--
+	l.sinceBuild++
+}
+
+// takeOne lowers m[k] by one, deleting it at zero.
+func takeOne[K comparable](m map[K]float64, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}
+
+// learnedClass is the class c is counted in: shares to the percent, CPU
+// to the core, memory to the GiB, as the workload's classes are; false
+// for no GPU or an invalid class.
+func learnedClass(c TaskClass) (TaskClass, bool) {
+	if c.GPUs < 1 || c.Share <= 0 || c.Share > 1 || (c.GPUs > 1 && c.Share != 1) {
+		return TaskClass{}, false
+	}
+	return TaskClass{
+		GPUs:      c.GPUs,
+		Share:     math.Min(1, math.Ceil(c.Share*100-1e-9)/100),
+		CPUMilli:  (c.CPUMilli + 999) / 1000 * 1000,
+		MemoryMiB: (c.MemoryMiB + 1023) / 1024 * 1024,
+	}, true
 }
 
 // Observed is how many requests were counted (the prior not included).

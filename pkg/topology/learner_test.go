@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -82,5 +83,40 @@ func TestLearnerPlacementsBounded(t *testing.T) {
 	_, where := l.Estimate()
 	if len(where) == 0 || where[0].Key != "pool-a" || math.Abs(where[0].Share-3.0/1003) > 1e-9 {
 		t.Errorf("placements %+v, want pool-a first with 3 of 1003 requests", where)
+	}
+}
+
+// TestLearnerForget: a request taken back leaves the estimate as if it
+// never came, also when its placement key was folded into the
+// unconstrained count meanwhile; one never counted changes nothing.
+func TestLearnerForget(t *testing.T) {
+	l := NewLearner(Workload{{GPUs: 1, Share: 1, Weight: 1}}, 10, 1)
+	l.Observe(TaskClass{GPUs: 2, Share: 1}, "a100")
+	w, where := l.Estimate()
+	l.Observe(TaskClass{GPUs: 1, Share: 0.5, CPUMilli: 1500}, "t4")
+	l.Forget(TaskClass{GPUs: 1, Share: 0.5, CPUMilli: 1200}, "t4") // counted in the same class
+	l.Forget(TaskClass{GPUs: 4, Share: 1}, "")                     // never counted
+	if got, gotWhere := l.Estimate(); !reflect.DeepEqual(got, w) || !reflect.DeepEqual(gotWhere, where) {
+		t.Errorf("after taking back the t4 request: %v %v, want %v %v", got, gotWhere, w, where)
+	}
+	for range 3 {
+		l.Observe(TaskClass{GPUs: 1, Share: 1}, "heavy")
+	}
+	for i := range 8 { // keys beyond 4 x 1 fold all but heavy away
+		l.Observe(TaskClass{GPUs: 1, Share: 1}, fmt.Sprintf("node-%d", i))
+	}
+	if _, kept := l.placements["a100"]; kept {
+		t.Fatalf("placements %v: a100 not folded away", l.placements)
+	}
+	l.Forget(TaskClass{GPUs: 2, Share: 1}, "a100")
+	if l.Observed() != 11 || l.counts[TaskClass{GPUs: 2, Share: 1}] != 0 {
+		t.Errorf("observed %v, 2-GPU count %v after taking back the folded a100 request: want 11 and 0", l.Observed(), l.counts[TaskClass{GPUs: 2, Share: 1}])
+	}
+	var total float64
+	for _, n := range l.placements {
+		total += n
+	}
+	if total != 11 {
+		t.Errorf("placement counts add up to %v, want the 11 requests left", total)
 	}
 }

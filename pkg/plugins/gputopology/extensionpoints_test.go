@@ -2,6 +2,7 @@ package gputopology
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -919,6 +920,48 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 	}
 	if n := learned() - before; n != 1 {
 		t.Errorf("%v requests learned for a pod reserved after its group's trials, want 1", n)
+	}
+}
+
+// A pod reserved and then unreserved (its PreBind failed, a Permit
+// plugin refused it) is retried: the learner counts it once, not once
+// per attempt, and the workload it learned reads as before.
+func TestRetriedPodLearnedOnce(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
+	})
+	pod := podWithClaims("p", "two")
+	before, workload := env.pl.learner.Observed(), env.pl.learner.Workload()
+	attempt := func() *framework.CycleState {
+		cs := framework.NewCycleState()
+		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+			t.Fatalf("PreFilter: %v", status)
+		}
+		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+			t.Fatalf("Filter: %v", status)
+		}
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("Reserve: %v", status)
+		}
+		return cs
+	}
+	for range 3 {
+		env.pl.Unreserve(env.tCtx, attempt(), pod, "node-a")
+	}
+	if n := env.pl.learner.Observed() - before; n != 0 {
+		t.Errorf("%v requests learned for a pod reserved and unreserved three times, want none", n)
+	}
+	if got := env.pl.learner.Workload(); !reflect.DeepEqual(got, workload) {
+		t.Errorf("learned workload %v after the undone attempts, want %v as before", got, workload)
+	}
+	if status := env.pl.PreBind(env.tCtx, attempt(), pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind: %v", status)
+	}
+	if n := env.pl.learner.Observed() - before; n != 1 {
+		t.Errorf("%v requests learned once the pod bound, want 1", n)
 	}
 }
 

@@ -29,6 +29,25 @@ func modelNode(name, model string) *v1.Node {
 		Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi"}).Obj()
 }
 
+// placedAndGone reserves the pod on node, which counts it in the learned
+// workload, and gives its devices back as when it has run and its claim
+// is deallocated (Unreserve would take the count back, as for a pod that
+// is retried).
+func (e *testEnv) placedAndGone(pod *v1.Pod, node string) {
+	e.tCtx.Helper()
+	cs := e.scheduleUpTo(pod, node)
+	if status := e.pl.Reserve(e.tCtx, cs, pod, node); !status.IsSuccess() {
+		e.tCtx.Fatalf("Reserve %s: %v", pod.Name, status)
+	}
+	s, err := getState(cs)
+	if err != nil {
+		e.tCtx.Fatal(err)
+	}
+	for _, uid := range s.signalled {
+		e.pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true)
+	}
+}
+
 // TestLearnedPlacementExcludesNodes: the whole path from a reserved
 // pod's node affinity to the fragmentation Filter measures. After pods
 // pinned to T4 nodes are reserved, a G2 node's free GPUs count as lost to
@@ -44,11 +63,7 @@ func TestLearnedPlacementExcludesNodes(t *testing.T) {
 	for i := range pinned {
 		pod := podWithClaims(fmt.Sprintf("pinned-%d", i), "pinned")
 		pod.Spec.Affinity = st.MakePod().NodeAffinityIn("gpu-model", []string{"T4"}, st.NodeSelectorTypeMatchExpressions).Obj().Spec.Affinity
-		cs := env.scheduleUpTo(pod, "node-t4")
-		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-t4"); !status.IsSuccess() {
-			t.Fatalf("Reserve %s: %v", pod.Name, status)
-		}
-		env.pl.Unreserve(env.tCtx, cs, pod, "node-t4")
+		env.placedAndGone(pod, "node-t4")
 	}
 
 	free := podWithClaims("cpu-only")
@@ -96,11 +111,7 @@ func TestLearnedPlacementContention(t *testing.T) {
 	for i := range pinned {
 		pod := podWithClaims(fmt.Sprintf("pinned-%d", i), "pinned")
 		pod.Spec.Affinity = t4Affinity
-		cs := env.scheduleUpTo(pod, "node-t4")
-		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-t4"); !status.IsSuccess() {
-			t.Fatalf("Reserve %s: %v", pod.Name, status)
-		}
-		env.pl.Unreserve(env.tCtx, cs, pod, "node-t4")
+		env.placedAndGone(pod, "node-t4")
 	}
 	cost := func(pod *v1.Pod) float64 {
 		q, ok := NodeQuality(env.scheduleUpTo(pod, "node-t4"), "node-t4")

@@ -45,7 +45,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	res := s.result(nodeName)
 	if s.learnInPreBind && res != nil {
 		s.learnInPreBind = false
-		pl.learn(pod, res)
+		s.learned = pl.learn(pod, res)
 	}
 	ext := s.extendedClaimOn(nodeName)
 	allocationOf := make(map[int]*resourceapi.AllocationResult, len(s.toAllocate))
@@ -125,6 +125,10 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 	claims := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	refresh := false
 	claim = claim.DeepCopy()
+	// Its own copy: the allocation is also the claim tracker's in-flight
+	// entry and, for a claim shared in a pod group, the one the group's
+	// other pods bind on their own goroutines; the timestamp is set below.
+	allocation = allocation.DeepCopy()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if refresh {
 			latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Reserve records the allocation chosen for the node as in flight in the
@@ -47,7 +48,7 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if pl.learner != nil && res.Quality.Request.GPUs > 0 {
 		s.learnInPreBind = cs.GetPodGroupSchedulingCycle() != nil
 		if !s.learnInPreBind {
-			pl.learn(pod, res)
+			s.learned = pl.learn(pod, res)
 		}
 	}
 	logger := klog.FromContext(ctx)
@@ -76,10 +77,18 @@ func (pl *GPUTopology) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	return nil
 }
 
+// learnedRequest is a request counted in the learned workload.
+type learnedRequest struct {
+	class     topology.TaskClass
+	placement string
+}
+
 // learn counts the pod's request, with where it may run, in the
-// learned workload.
-func (pl *GPUTopology) learn(pod *v1.Pod, res *allocator.Result) {
-	pl.learner.Observe(res.Quality.Request, pl.placements.remember(pod))
+// learned workload, and returns what it counted.
+func (pl *GPUTopology) learn(pod *v1.Pod, res *allocator.Result) *learnedRequest {
+	l := &learnedRequest{class: res.Quality.Request, placement: pl.placements.remember(pod)}
+	pl.learner.Observe(l.class, l.placement)
+	return l
 }
 
 // reserveShared takes a share of the in-flight allocations of the claims
@@ -107,6 +116,11 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 		return
 	}
 	s.learnInPreBind = false // an undone trial is not learned
+	if l := s.learned; l != nil && pl.learner != nil {
+		// Retried, the pod is counted again.
+		pl.learner.Forget(l.class, l.placement)
+		s.learned = nil
+	}
 	logger := klog.FromContext(ctx)
 	g, _ := groupOf(cs, false)
 	signalled := s.signalled

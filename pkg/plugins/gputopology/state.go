@@ -60,6 +60,10 @@ type stateData struct {
 	// group in several placements and reverts each, so the learner
 	// counts the pod once, in PreBind, once the group is placed.
 	learnInPreBind bool
+	// learned is what Reserve (or PreBind) counted in the learned
+	// workload, for Unreserve to take back (a pod not bound is counted again when it
+	// is retried); nil when nothing.
+	learned *learnedRequest
 
 	mu sync.Mutex
 	// results per node name, written by Filter, read by Score, Reserve.
