@@ -2,9 +2,11 @@ package gputopology
 
 import (
 	"errors"
+	equality "k8s.io/apimachinery/pkg/api/equality"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -809,6 +811,64 @@ func TestEventsToRegister(t *testing.T) {
 			t.Errorf("events %v lack %v", resources, want)
 		}
 	}
+}
+
+// Pods a and b of a group share claim c, both placed: their binding
+// cycles run at once, each writing c. Neither changes the allocation
+// object that is a's in flight and that b shares (run with -race, as
+// make test-race does, the two wrote its timestamp at once).
+func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj()},
+	})
+	uid := env.storedClaim("c").UID
+	group := framework.NewCycleState()
+	a, b := podWithClaims("a", "c"), podWithClaims("b", "c")
+	var cycles []*framework.CycleState
+	for _, pod := range []*v1.Pod{a, b} {
+		cs := framework.NewCycleState()
+		cs.SetPodGroupSchedulingCycle(group)
+		cycles = append(cycles, cs)
+		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
+			t.Fatalf("PreFilter %s: %v", pod.Name, status)
+		}
+		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
+			t.Fatalf("Filter %s: %v", pod.Name, status)
+		}
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("Reserve %s: %v", pod.Name, status)
+		}
+	}
+	inFlight := env.pl.draManager.ResourceClaims().GetPendingAllocation(uid)
+	if inFlight == nil {
+		t.Fatal("c not in flight after both pods reserved it")
+	}
+	before := inFlight.DeepCopy()
+	var wg sync.WaitGroup
+	statuses := make([]*fwk.Status, 2)
+	for i, pod := range []*v1.Pod{a, b} {
+		cycles[i].SetPodGroupSchedulingCycle(nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = env.pl.PreBind(env.tCtx, cycles[i], pod, "node-a")
+		}()
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if !st.IsSuccess() {
+			t.Errorf("PreBind %s: %v", []string{"a", "b"}[i], st)
+		}
+	}
+	if !equality.Semantic.DeepEqual(inFlight, before) {
+		t.Errorf("the in-flight allocation was changed by binding: %+v, was %+v", inFlight, before)
+	}
+	// (What c holds is not checked: the fake clientset does not refuse a
+	// stale update as the API server does, so one pod's write may be
+	// lost here; the integration tests bind groups on a real one.)
 }
 
 // Pods a and b of a group share claim c, in flight for a. When another
