@@ -2,7 +2,6 @@ package gputopology
 
 import (
 	"errors"
-	equality "k8s.io/apimachinery/pkg/api/equality"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
