@@ -301,6 +301,23 @@ func (e *testEnv) scheduleUpTo(pod *v1.Pod, nodeName string) fwk.CycleState {
 	return cs
 }
 
+// inGroupCycle runs the pod's PreFilter and Filter on node in the
+// pod-group cycle group (nil: none) and returns its cycle state.
+func (e *testEnv) inGroupCycle(group *framework.CycleState, pod *v1.Pod, nodeName string) *framework.CycleState {
+	e.tCtx.Helper()
+	cs := framework.NewCycleState()
+	if group != nil {
+		cs.SetPodGroupSchedulingCycle(group)
+	}
+	if _, status := e.pl.PreFilter(e.tCtx, cs, pod, nil); !status.IsSuccess() {
+		e.tCtx.Fatalf("PreFilter %s: %v", pod.Name, status)
+	}
+	if status := e.pl.Filter(e.tCtx, cs, pod, e.nodes[nodeName]); !status.IsSuccess() {
+		e.tCtx.Fatalf("Filter %s: %v", pod.Name, status)
+	}
+	return cs
+}
+
 // bindOn runs the pod's cycle through Reserve and PreBind on node and
 // requires each step to pass: its claims are then written.
 func (e *testEnv) bindOn(pod *v1.Pod, nodeName string) {
@@ -813,31 +830,29 @@ func TestEventsToRegister(t *testing.T) {
 	}
 }
 
-// Pods a and b of a group share claim c, both placed: their binding
-// cycles run at once, each writing c. Neither changes the allocation
-// object that is a's in flight and that b shares (run with -race, as
-// make test-race does, the two wrote its timestamp at once).
-func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
+// sharedClaimGroup is one node with 4 GPUs, claim c of 2 (its UID) and a
+// pod-group cycle for the pods that share it.
+func sharedClaimGroup(t *testing.T) (*testEnv, types.UID, *framework.CycleState) {
 	env := newTestEnv(t, objects{
 		nodes:   []*v1.Node{node("node-a")},
 		classes: []*resourceapi.DeviceClass{gpuClass},
 		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
 		claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj()},
 	})
-	uid := env.storedClaim("c").UID
-	group := framework.NewCycleState()
+	return env, env.storedClaim("c").UID, framework.NewCycleState()
+}
+
+// Pods a and b of a group share claim c, both placed: their binding
+// cycles run at once, each writing c. Neither changes the allocation
+// object that is a's in flight and that b shares (run with -race, as
+// make test-race does, the two wrote its timestamp at once).
+func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
+	env, uid, group := sharedClaimGroup(t)
 	a, b := podWithClaims("a", "c"), podWithClaims("b", "c")
 	var cycles []*framework.CycleState
 	for _, pod := range []*v1.Pod{a, b} {
-		cs := framework.NewCycleState()
-		cs.SetPodGroupSchedulingCycle(group)
+		cs := env.inGroupCycle(group, pod, "node-a")
 		cycles = append(cycles, cs)
-		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-			t.Fatalf("PreFilter %s: %v", pod.Name, status)
-		}
-		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-			t.Fatalf("Filter %s: %v", pod.Name, status)
-		}
 		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 			t.Fatalf("Reserve %s: %v", pod.Name, status)
 		}
@@ -876,26 +891,12 @@ func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 // plugin, this one too, though its Reserve never ran for b: a's
 // allocation must stay in flight, or its devices look free to others.
 func TestUnreserveReleasesOnlyWhatThePodReserved(t *testing.T) {
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj()},
-	})
-	uid := env.storedClaim("c").UID
-	group := framework.NewCycleState()
+	env, uid, group := sharedClaimGroup(t)
 	a, b := podWithClaims("a", "c"), podWithClaims("b", "c")
 	cycles := map[*v1.Pod]*framework.CycleState{}
 	for _, pod := range []*v1.Pod{a, b} {
-		cs := framework.NewCycleState()
-		cs.SetPodGroupSchedulingCycle(group)
+		cs := env.inGroupCycle(group, pod, "node-a")
 		cycles[pod] = cs
-		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-			t.Fatalf("PreFilter %s: %v", pod.Name, status)
-		}
-		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-			t.Fatalf("Filter %s: %v", pod.Name, status)
-		}
 		if pod == a {
 			if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 				t.Fatalf("Reserve a: %v", status)
@@ -927,14 +928,7 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 	before := learned()
 	var cs *framework.CycleState
 	for trial := range 3 {
-		cs = framework.NewCycleState()
-		cs.SetPodGroupSchedulingCycle(framework.NewCycleState())
-		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-			t.Fatalf("trial %d PreFilter: %v", trial, status)
-		}
-		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-			t.Fatalf("trial %d Filter: %v", trial, status)
-		}
+		cs = env.inGroupCycle(framework.NewCycleState(), pod, "node-a")
 		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 			t.Fatalf("trial %d Reserve: %v", trial, status)
 		}
@@ -959,14 +953,7 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 	// pod's state, then bound.
 	pod = podWithClaims("q", "other")
 	before = learned()
-	cs = framework.NewCycleState()
-	cs.SetPodGroupSchedulingCycle(framework.NewCycleState())
-	if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-		t.Fatalf("PreFilter: %v", status)
-	}
-	if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-		t.Fatalf("Filter: %v", status)
-	}
+	cs = env.inGroupCycle(framework.NewCycleState(), pod, "node-a")
 	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("trial Reserve: %v", status)
 	}
@@ -996,13 +983,7 @@ func TestRetriedPodLearnedOnce(t *testing.T) {
 	pod := podWithClaims("p", "two")
 	before, workload := env.pl.learner.Observed(), env.pl.learner.Workload()
 	attempt := func() *framework.CycleState {
-		cs := framework.NewCycleState()
-		if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-			t.Fatalf("PreFilter: %v", status)
-		}
-		if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-			t.Fatalf("Filter: %v", status)
-		}
+		cs := env.inGroupCycle(nil, pod, "node-a")
 		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 			t.Fatalf("Reserve: %v", status)
 		}
@@ -1038,19 +1019,7 @@ func TestAdminAccessIsNotLearned(t *testing.T) {
 	})
 	pod := podWithClaims("dcgm", "mon")
 	learned, choices := env.pl.learner.Observed(), fragmentationChoices(t)
-	cs := framework.NewCycleState()
-	if _, status := env.pl.PreFilter(env.tCtx, cs, pod, nil); !status.IsSuccess() {
-		t.Fatalf("PreFilter: %v", status)
-	}
-	if status := env.pl.Filter(env.tCtx, cs, pod, env.nodes["node-a"]); !status.IsSuccess() {
-		t.Fatalf("Filter: %v", status)
-	}
-	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("Reserve: %v", status)
-	}
-	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("PreBind: %v", status)
-	}
+	env.bindOn(pod, "node-a")
 	if n := env.pl.learner.Observed() - learned; n != 0 {
 		t.Errorf("%v requests learned from an admin-access claim, want none", n)
 	}
