@@ -31,11 +31,15 @@ func OpenNVML(source string, mock mocknvml.Options) (nvml.Interface, error) {
 	return mocknvml.NewWith(s, mock)
 }
 
-// SysfsPCIeRoot reads a GPU's PCIe root complex from sysfs under root
-// ("/" on a node, the host's /sys mounted elsewhere in a container).
+// SysfsPCIeRoot reads a GPU's PCIe root complex from sysfs, found at
+// root/sys ("/" on a node; the host's root mounted elsewhere in a
+// container). The reader wants the sysfs directory itself: given root
+// (as it was), it looked for /bus/pci/devices and never found a PCIe
+// root on a real node.
 func SysfsPCIeRoot(root string) func(busID string) (string, error) {
+	sysfs := deviceattribute.WithFSFromRoot(filepath.Join(root, "sys"))
 	return func(busID string) (string, error) {
-		a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(busID, deviceattribute.WithFSFromRoot(root))
+		a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(busID, sysfs)
 		if err != nil {
 			return "", err
 		}
@@ -46,7 +50,7 @@ func SysfsPCIeRoot(root string) func(busID string) (string, error) {
 	}
 }
 
-// SysfsNUMANode reads a GPU's NUMA node from sysfs under root: the node of
+// SysfsNUMANode reads a GPU's NUMA node from sysfs at root/sys: the node of
 // the CPUs the PCI device is attached to, -1 where there is none (one
 // socket, many VMs), as the standard numaNode attribute means it.
 func SysfsNUMANode(root string) func(busID string) (int, error) {
