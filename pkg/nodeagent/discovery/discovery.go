@@ -188,7 +188,7 @@ func describe(i int, d nvml.Device, opts Options) (GPU, error) {
 	case memRet == nvml.SUCCESS:
 	case memRet == nvml.ERROR_NOT_SUPPORTED && !g.MIGEnabled:
 		// Unified memory (GB10): the GPU has none of its own to report.
-		opts.problem(i, fmt.Errorf("device %d: memory: %s (unified memory; published without it)", i, nvml.ErrorString(memRet)))
+		opts.problem(i, fmt.Errorf("device %d: memory: %s (unified memory; published as 0)", i, nvml.ErrorString(memRet)))
 	default:
 		if err := memoryOfMIG(&g, memRet, opts); err != nil {
 			return GPU{}, fmt.Errorf("device %d: %w", i, err)

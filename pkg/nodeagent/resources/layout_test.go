@@ -465,8 +465,10 @@ func TestWithholdOnly(t *testing.T) {
 }
 
 // A GPU whose memory NVML does not report (unified memory, as on GB10)
-// is published whole without memory, not with none, and not shared,
-// which needs it; the node's other GPUs are as always.
+// is published whole with memory 0, so that a selector on memory does
+// not match it (left out, the attribute would make such a selector a
+// CEL error for the whole pod), and not shared, which needs memory; the
+// node's other GPUs are as always.
 func TestGPUWithoutReportedMemory(t *testing.T) {
 	lib, err := mocknvml.NewWith(mocknvml.DGXH100, mocknvml.Options{})
 	if err != nil {
@@ -486,11 +488,11 @@ func TestGPUWithoutReportedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := l.Resources(nil).Pools["n"].Slices[0].Devices
-	if _, ok := devs[0].Attributes["memory"]; ok || devs[0].Capacity != nil {
-		t.Errorf("GPU 0 published with memory %v, capacity %v; want neither", devs[0].Attributes["memory"], devs[0].Capacity)
+	if m := devs[0].Attributes["memory"].IntValue; m == nil || *m != 0 {
+		t.Errorf("GPU 0 published with memory %v, want 0", devs[0].Attributes["memory"])
 	}
-	if _, ok := devs[1].Capacity["memory"]; !ok {
-		t.Error("GPU 1 published without its memory")
+	if m := devs[1].Attributes["memory"].IntValue; m == nil || *m == 0 {
+		t.Errorf("GPU 1 published with memory %v, want its own", devs[1].Attributes["memory"])
 	}
 	shared := config.Default()
 	shared.DefaultMode = config.Shared

@@ -112,13 +112,13 @@ func (l *Layout) apiDevice(d Device, t Taint) resourceapi.Device {
 		if g.CliqueID != "" {
 			a[contract.AttrCliqueID] = str(g.CliqueID)
 		}
-		// A GPU whose memory NVML does not report (unified memory) is
-		// published without it, not with none.
-		if g.MemoryMiB > 0 {
-			a[contract.AttrMemory] = integer(g.MemoryMiB)
-			dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				contract.CapacityMemory: {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
-			}
+		// 0 where NVML reports no memory of the GPU's own (unified
+		// memory): left out, it would turn a selector such as
+		// memory >= 40000 into a CEL error that fails the pod on every
+		// node, not a device that does not match.
+		a[contract.AttrMemory] = integer(g.MemoryMiB)
+		dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			contract.CapacityMemory: {Value: *resource.NewQuantity(g.MemoryMiB*mib, resource.BinarySI)},
 		}
 		switch d.Mode {
 		case config.MIG:
