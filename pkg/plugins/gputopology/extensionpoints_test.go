@@ -998,11 +998,18 @@ func TestRetriedPodLearnedOnce(t *testing.T) {
 	if got := env.pl.learner.Workload(); !reflect.DeepEqual(got, workload) {
 		t.Errorf("learned workload %v after the undone attempts, want %v as before", got, workload)
 	}
-	if status := env.pl.PreBind(env.tCtx, attempt(), pod, "node-a"); !status.IsSuccess() {
+	cs := attempt()
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("PreBind: %v", status)
 	}
 	if n := env.pl.learner.Observed() - before; n != 1 {
-		t.Errorf("%v requests learned once the pod bound, want 1", n)
+		t.Errorf("%v requests learned once the pod's claims were written, want 1", n)
+	}
+	// Bind fails after PreBind wrote the claim: the retry finds it
+	// allocated and counts nothing, so this count stays.
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	if n := env.pl.learner.Observed() - before; n != 1 {
+		t.Errorf("%v requests learned after the pod was unreserved with its claim written, want 1", n)
 	}
 }
 

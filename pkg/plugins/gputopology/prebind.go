@@ -92,6 +92,11 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 		s.claims[i] = updated
 		written(claim.UID)
+		if allocationOf[i] != nil {
+			// An allocation is written: a retry finds the claim
+			// allocated and counts nothing, so the count stays.
+			s.learned = nil
+		}
 	}
 	if ext != nil && res != nil {
 		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
