@@ -270,8 +270,12 @@ func unsatisfiable(view *nodeView, reason string) error {
 }
 
 // namesPools reports whether a failure on the view would be about one of
-// its pools (being updated, or invalid): the node's own, whose state the
-// memo's key does not hold, so not for another node.
+// its pools (being updated, or invalid). Such failures are not kept,
+// though keeping them would be right (the shape holds a pool's
+// incompleteness, and a view with an invalid pool has a number of its
+// own): a pool is being updated for the seconds its driver takes to
+// publish it whole, and an invalid one is a driver's fault to mend, so
+// the memo would gain little.
 func (v *nodeView) namesPools() bool {
 	for _, p := range v.pools {
 		if p.incomplete || p.invalid {

@@ -50,6 +50,15 @@ func fourGPUs() *resourceapi.ResourceSlice {
 	)
 }
 
+// fortyGPUs is one node's pool of 40 A100s: more than a claim may hold.
+func fortyGPUs() *resourceapi.ResourceSlice {
+	var devs []resourceapi.Device
+	for i := range 40 {
+		devs = append(devs, plainDevice(fmt.Sprintf("gpu-%d", i), map[string]resourceapi.DeviceAttribute{"type": str("gpu"), "model": str("a100")}))
+	}
+	return localSlice("node-a", "node-a", devs...)
+}
+
 func withConstraint(c *resourceapi.ResourceClaim, con resourceapi.DeviceConstraint) *resourceapi.ResourceClaim {
 	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, con)
 	return c
@@ -150,6 +159,9 @@ func TestAllocateSemantics(t *testing.T) {
 		{name: "distinctAttribute", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 2)), resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, want: []string{"gpu-0", "gpu-1"}},
 		{name: "matchAttribute unsatisfiable", slices: []*resourceapi.ResourceSlice{fourGPUs()}, claims: []*resourceapi.ResourceClaim{withConstraint(claimOf("c", exact("a", gpuClass.Name, 3)), resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.nvidia.com/model"))})}, wantErr: ErrUnsatisfiable,
 			errHas: []string{"needs 3, 4 match, 4 free; enough free devices match each request, but no combination of them satisfies matchAttribute gpu.nvidia.com/model)"}},
+		{name: "a request that fits the node, not a claim's limit", slices: []*resourceapi.ResourceSlice{fortyGPUs()}, claims: []*resourceapi.ResourceClaim{claimOf("c",
+			firstAvailable("b", sub("big", gpuClass.Name, 33), sub("small", gpuClass.Name, 8, `device.attributes["gpu.nvidia.com"].model == "h100"`)))},
+			wantErr: ErrUnsatisfiable, errHas: []string{"needs 33, 40 match, 40 free", "no combination of them satisfies the limit of 32 devices a claim may hold)"}},
 		{name: "MIG requests that fit alone, not together", slices: migNode("node-a", 1), claims: []*resourceapi.ResourceClaim{claimOf("c",
 			exact("big", migClass.Name, 2, `device.attributes["gpu.nvidia.com"].profile == "3g.40gb"`), exact("small", migClass.Name, 1, `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`))},
 			wantErr: ErrUnsatisfiable, errHas: []string{"needs 2, 2 match, 2 free", "needs 1, 7 match, 7 free", "no combination of them satisfies the shared counters they consume)"}},

@@ -74,6 +74,7 @@ type run struct {
 	skipTwins bool
 	found     bool
 	cut       bool // the search stopped at the deadline or cancellation
+	tooMany   bool // some branch would pass a claim's limit of devices
 	steps     int
 	explored  int
 	best      *solution
@@ -276,6 +277,7 @@ func (r *run) step(c, g, sub int, inSub bool, dev, start int) (bool, error) {
 		return r.step(c, g+1, 0, false, 0, 0)
 	}
 	if need-dev > resourceapi.AllocationResultsMaxSize-len(r.picks[c]) {
+		r.tooMany = true
 		return false, errMaxSize
 	}
 	if q.all {
@@ -708,8 +710,9 @@ func (r *run) failure() []failurePart {
 
 // togetherFailure is the clause for requests that each find enough free
 // devices and still do not fit together, which their counts would not
-// show: it names what ties them, the claims' constraints and the shared
-// counters or capacity of the free devices they draw on.
+// show: it names what ties them, the claims' constraints, the shared
+// counters or capacity of the free devices they draw on, and the limit
+// of devices in one claim.
 func (r *run) togetherFailure(joint *jointDemand) string {
 	var ties []string
 	for _, p := range r.s.plans {
@@ -727,6 +730,9 @@ func (r *run) togetherFailure(joint *jointDemand) string {
 	}
 	if joint.multi {
 		ties = append(ties, "the capacity they share")
+	}
+	if r.tooMany {
+		ties = append(ties, fmt.Sprintf("the limit of %d devices a claim may hold", resourceapi.AllocationResultsMaxSize))
 	}
 	if len(ties) == 0 {
 		return "enough free devices match each request, but no combination of them fits"

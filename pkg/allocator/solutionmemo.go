@@ -27,7 +27,7 @@ import (
 // found nothing is kept too, as the parts of its message without the
 // claims' names (most nodes of a full fleet have no room for a pod, and
 // their searches were most of the calls), unless it is about a pool
-// being updated or invalid, the node's own; other errors are not kept.
+// being updated or invalid (namesPools); other errors are not kept.
 type solutionMemo struct {
 	mu      sync.Mutex
 	buckets map[string]*memoBucket

@@ -18,18 +18,33 @@ import (
 // INDEX" makes it answer as a GPU fallen off the bus, "found INDEX"
 // brings it back. It is how a node agent on mock NVML that runs as its
 // own process (--mock-faults) is shown GPU failures, in tests and
-// demos. A file that does not exist yet is waited for; a line that is
-// not a fault is reported to bad, with its number, and skipped. It
-// returns when ctx is done.
+// demos. A file that does not exist yet is waited for, one written anew
+// is read from its start; a line that is not a fault is reported to bad,
+// with its number, and skipped, and an error reading the file once until
+// reading works again. It returns when ctx is done.
 func (s *Server) FollowFaults(ctx context.Context, path string, every time.Duration, bad func(line int, err error)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var offset int64
 	line := 0
+	var failing error // said once until reading works again
 	for {
-		raw, err := readFrom(path, offset)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			bad(line, err)
+		raw, size, err := readFrom(path, offset)
+		switch {
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			if failing == nil || failing.Error() != err.Error() {
+				bad(line, err)
+			}
+			failing = err
+		case size < offset:
+			// Written anew (> rather than >>): read it from its start.
+			offset, line, failing = 0, 0, nil
+			raw, _, err = readFrom(path, 0)
+			if err != nil {
+				raw = nil
+			}
+		default:
+			failing = nil
 		}
 		// Only whole lines: a writer may be half-way through one.
 		if end := bytes.LastIndexByte(raw, '\n'); end >= 0 {
@@ -49,19 +64,27 @@ func (s *Server) FollowFaults(ctx context.Context, path string, every time.Durat
 	}
 }
 
-// readFrom reads path from offset to its end.
-func readFrom(path string, offset int64) ([]byte, error) {
+// readFrom reads path from offset to its end, and says how long the
+// file is; nothing when it is shorter than offset.
+func readFrom(path string, offset int64) ([]byte, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if info.Size() < offset {
+		return nil, info.Size(), nil
+	}
 	if _, err := f.Seek(offset, 0); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var b bytes.Buffer
 	_, err = b.ReadFrom(f)
-	return b.Bytes(), err
+	return b.Bytes(), info.Size(), err
 }
 
 // applyFault applies one line's fields; an empty line is none.

@@ -71,6 +71,13 @@ func TestFollowFaults(t *testing.T) {
 	if _, ret := gpu5.GetUUID(); ret != nvml.SUCCESS {
 		t.Errorf("GPU 5 after lost and found: %s", nvml.ErrorString(ret))
 	}
+	// Written anew (> rather than >>): read from its start.
+	if err := os.WriteFile(path, []byte("xid 3 31\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ret := set.Wait(2000); ret != nvml.SUCCESS || ev.EventData != 31 {
+		t.Errorf("event %+v (%s), want Xid 31 from the file written anew", ev, nvml.ErrorString(ret))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(bad) != 1 || !strings.HasPrefix(bad[0], "##\"reboot 2\"") {
