@@ -220,14 +220,14 @@ func (p *pool) markBindingConditions() {
 	}
 }
 
-// resolveConsumption checks that every counter a device consumes exists
-// and returns the consumption against the pool's dense counter index,
-// with the amounts (any quantity, a negative one too, as upstream adds
-// them as they are) in the same order.
 // unknownCounter is the kind of invalid pool where a device consumes a
 // counter the pool does not define.
 const unknownCounter = "a device consumes a counter the pool does not define"
 
+// resolveConsumption checks that every counter a device consumes exists
+// and returns the consumption against the pool's dense counter index,
+// with the amounts (any quantity, a negative one too, as upstream adds
+// them as they are) in the same order.
 func (p *pool) resolveConsumption(d *device) ([]counterUse, []resource.Quantity, error) {
 	var uses []counterUse
 	var amounts []resource.Quantity

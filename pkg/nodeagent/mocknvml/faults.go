@@ -25,36 +25,17 @@ import (
 func (s *Server) FollowFaults(ctx context.Context, path string, every time.Duration, bad func(line int, err error)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var offset int64
-	line := 0
-	var failing error // said once until reading works again
+	f := &faultFile{path: path}
 	for {
-		raw, size, err := readFrom(path, offset)
-		switch {
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			if failing == nil || failing.Error() != err.Error() {
-				bad(line, err)
-			}
-			failing = err
-		case size < offset:
-			// Written anew (> rather than >>): read it from its start.
-			offset, line, failing = 0, 0, nil
-			raw, _, err = readFrom(path, 0)
-			if err != nil {
-				raw = nil
-			}
-		default:
-			failing = nil
+		lines, err := f.next()
+		if err != nil {
+			bad(f.line, err)
 		}
-		// Only whole lines: a writer may be half-way through one.
-		if end := bytes.LastIndexByte(raw, '\n'); end >= 0 {
-			for _, text := range strings.Split(string(raw[:end]), "\n") {
-				line++
-				if err := s.applyFault(strings.Fields(text)); err != nil {
-					bad(line, err)
-				}
+		for _, text := range lines {
+			f.line++
+			if err := s.applyFault(strings.Fields(text)); err != nil {
+				bad(f.line, err)
 			}
-			offset += int64(end + 1)
 		}
 		select {
 		case <-ctx.Done():
@@ -62,6 +43,43 @@ func (s *Server) FollowFaults(ctx context.Context, path string, every time.Durat
 		case <-tick.C:
 		}
 	}
+}
+
+// faultFile is what of a fault file was read: up to offset, line lines.
+type faultFile struct {
+	path    string
+	offset  int64
+	line    int
+	failing error // the error reading it, said once
+}
+
+// next returns the whole lines written since it was last read (a writer
+// may be half-way through the last one), all of a file written anew
+// (> rather than >>), none of one that does not exist yet; and an error
+// reading it, once until reading works again.
+func (f *faultFile) next() ([]string, error) {
+	raw, size, err := readFrom(f.path, f.offset)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		said := f.failing != nil && f.failing.Error() == err.Error()
+		f.failing = err
+		if said {
+			return nil, nil
+		}
+		return nil, err
+	}
+	f.failing = nil
+	if size < f.offset {
+		f.offset, f.line = 0, 0
+		if raw, _, err = readFrom(f.path, 0); err != nil {
+			return nil, nil // said at the next read
+		}
+	}
+	end := bytes.LastIndexByte(raw, '\n')
+	if end < 0 {
+		return nil, nil
+	}
+	f.offset += int64(end + 1)
+	return strings.Split(string(raw[:end]), "\n"), nil
 }
 
 // readFrom reads path from offset to its end, and says how long the

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
@@ -29,12 +28,7 @@ func TestPreBindBindingTimeoutWithoutTimestamp(t *testing.T) {
 	for i := range alloc.Devices.Results {
 		alloc.Devices.Results[i].BindingConditions = []string{"Attached"}
 	}
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Allocation(alloc).Obj()},
-	})
+	env := fourGPUNode(t, claim("two", 2).Allocation(alloc).Obj())
 	env.pl.args.BindingTimeout.Duration = time.Second
 	pod := podWithClaims("p", "two")
 	cs := env.scheduleUpTo(pod, "node-a")
@@ -63,12 +57,7 @@ func TestPreBindBindingTimeoutNamesOnlyWhatStillWaits(t *testing.T) {
 		alloc.Devices.Results[0].BindingConditions = []string{"Attached"}
 		return alloc
 	}
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("a", 1).Allocation(waiting("gpu-0")).Obj(), claim("b", 1).Allocation(waiting("gpu-1")).Obj()},
-	})
+	env := fourGPUNode(t, claim("a", 1).Allocation(waiting("gpu-0")).Obj(), claim("b", 1).Allocation(waiting("gpu-1")).Obj())
 	env.pl.args.BindingTimeout.Duration = 2 * time.Second
 	pod := podWithClaims("p", "a", "b")
 	cs := env.scheduleUpTo(pod, "node-a")

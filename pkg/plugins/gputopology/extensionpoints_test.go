@@ -365,12 +365,7 @@ func TestReserveUnreserve(t *testing.T) {
 // PreBind writes the allocation, the finalizer, the pod's reservation and
 // the placement note in the claim, and the claim is in flight no longer.
 func TestPreBind(t *testing.T) {
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
-	})
+	env := fourGPUNode(t, claim("two", 2).Obj())
 	pod := podWithClaims("p", "two")
 	allocated := allocationsObserved(t)
 	cs := env.scheduleUpTo(pod, "node-a")
@@ -409,12 +404,7 @@ func TestPreBind(t *testing.T) {
 // older copy of the written one, which would show its devices free until
 // the watch delivers the write.
 func TestPreBindPartialWrite(t *testing.T) {
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("first", 1).Obj(), claim("second", 1).Obj()},
-	})
+	env := fourGPUNode(t, claim("first", 1).Obj(), claim("second", 1).Obj())
 	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
 		if u, ok := a.(cgotesting.UpdateAction); ok && a.GetSubresource() == "status" && u.GetObject().(*resourceapi.ResourceClaim).Name == "second" {
 			return true, nil, errors.New("injected: etcd unavailable")
@@ -830,15 +820,21 @@ func TestEventsToRegister(t *testing.T) {
 	}
 }
 
-// sharedClaimGroup is one node with 4 GPUs, claim c of 2 (its UID) and a
-// pod-group cycle for the pods that share it.
-func sharedClaimGroup(t *testing.T) (*testEnv, types.UID, *framework.CycleState) {
-	env := newTestEnv(t, objects{
+// fourGPUNode is node-a with 4 GPUs in NVLink pairs, the GPU class and
+// the claims.
+func fourGPUNode(t *testing.T, claims ...*resourceapi.ResourceClaim) *testEnv {
+	return newTestEnv(t, objects{
 		nodes:   []*v1.Node{node("node-a")},
 		classes: []*resourceapi.DeviceClass{gpuClass},
 		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("c", 2).Obj()},
+		claims:  claims,
 	})
+}
+
+// sharedClaimGroup is fourGPUNode with claim c of 2 (its UID) and a
+// pod-group cycle for the pods that share it.
+func sharedClaimGroup(t *testing.T) (*testEnv, types.UID, *framework.CycleState) {
+	env := fourGPUNode(t, claim("c", 2).Obj())
 	return env, env.storedClaim("c").UID, framework.NewCycleState()
 }
 
@@ -917,12 +913,7 @@ func TestUnreserveReleasesOnlyWhatThePodReserved(t *testing.T) {
 // reverts every trial: the learner counts the pod once, when its group
 // is placed and the pod binds, and not at all if the group is refused.
 func TestPodGroupTrialsLearnedOnce(t *testing.T) {
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj(), claim("other", 2).Obj()},
-	})
+	env := fourGPUNode(t, claim("two", 2).Obj(), claim("other", 2).Obj())
 	pod := podWithClaims("p", "two")
 	learned := env.pl.learner.Observed
 	before := learned()
@@ -974,12 +965,7 @@ func TestPodGroupTrialsLearnedOnce(t *testing.T) {
 // plugin refused it) is retried: the learner counts it once, not once
 // per attempt, and the workload it learned reads as before.
 func TestRetriedPodLearnedOnce(t *testing.T) {
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{claim("two", 2).Obj()},
-	})
+	env := fourGPUNode(t, claim("two", 2).Obj())
 	pod := podWithClaims("p", "two")
 	before, workload := env.pl.learner.Observed(), env.pl.learner.Workload()
 	attempt := func() *framework.CycleState {
@@ -1018,12 +1004,7 @@ func TestRetriedPodLearnedOnce(t *testing.T) {
 func TestAdminAccessIsNotLearned(t *testing.T) {
 	mon := claim("mon", 2).Obj()
 	mon.Spec.Devices.Requests[0].Exactly.AdminAccess = ptr.To(true)
-	env := newTestEnv(t, objects{
-		nodes:   []*v1.Node{node("node-a")},
-		classes: []*resourceapi.DeviceClass{gpuClass},
-		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
-		claims:  []*resourceapi.ResourceClaim{mon},
-	})
+	env := fourGPUNode(t, mon)
 	pod := podWithClaims("dcgm", "mon")
 	learned, choices := env.pl.learner.Observed(), fragmentationChoices(t)
 	env.bindOn(pod, "node-a")

@@ -321,8 +321,10 @@ func (pl *GPUTopology) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	case allocator.IsNodeLevel(err):
 		// Unresolvable as upstream: evicting pods does not free devices
 		// for the preemptor in 1.37, so preemption must not try.
-		if invalid := (*allocator.InvalidPoolError)(nil); errors.As(err, &invalid) {
-			// The status says what is wrong, the same on every node.
+		// The status says what is wrong, the same on every node; the log
+		// names the pool. Looked for only when logged: most nodes of a
+		// full fleet fail here for every pod.
+		if invalid := (*allocator.InvalidPoolError)(nil); logger.V(3).Enabled() && errors.As(err, &invalid) {
 			logger.V(3).Info("Invalid resource pool", "pod", klog.KObj(pod), "node", klog.KObj(node), "pool", invalid.Pool, "reason", invalid.Detail)
 		}
 		msg := trimSentinel(err)
