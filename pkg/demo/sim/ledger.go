@@ -285,19 +285,21 @@ func sameAllocatedState(got, want *structured.AllocatedState) error {
 
 // allocation is what GatherAllocatedState returns, kept up to date. A
 // device's consumed capacity is never changed once stored, only
-// replaced, so that a clone can share it.
+// replaced, so that a clone can share it; equal ones are one map
+// (consumedValues).
 type allocation struct {
 	devices  sets.Set[structured.DeviceID]
 	shares   sets.Set[structured.SharedDeviceID]
 	consumed structured.ConsumedCapacityCollection
+	values   consumedValues
 }
 
 func newAllocation() allocation {
-	return allocation{devices: sets.New[structured.DeviceID](), shares: sets.New[structured.SharedDeviceID](), consumed: structured.NewConsumedCapacityCollection()}
+	return allocation{devices: sets.New[structured.DeviceID](), shares: sets.New[structured.SharedDeviceID](), consumed: structured.NewConsumedCapacityCollection(), values: consumedValues{}}
 }
 
 func (a allocation) clone() allocation {
-	return allocation{devices: maps.Clone(a.devices), shares: maps.Clone(a.shares), consumed: maps.Clone(a.consumed)}
+	return allocation{devices: maps.Clone(a.devices), shares: maps.Clone(a.shares), consumed: maps.Clone(a.consumed), values: a.values}
 }
 
 func (a allocation) allocatedState() *structured.AllocatedState {
@@ -311,7 +313,7 @@ func (a allocation) add(r *resourceapi.AllocationResult, withShares bool) {
 			next = cur.Clone()
 		}
 		next.Add(c.ConsumedCapacity)
-		a.consumed[c.DeviceID] = next
+		a.consumed[c.DeviceID] = a.values.one(next)
 	})
 }
 
@@ -327,7 +329,7 @@ func (a allocation) remove(r *resourceapi.AllocationResult, withShares bool) {
 			delete(a.consumed, c.DeviceID)
 			return
 		}
-		a.consumed[c.DeviceID] = next
+		a.consumed[c.DeviceID] = a.values.one(next)
 	})
 }
 
