@@ -120,14 +120,29 @@ func TestSecondSchedulerPartition(t *testing.T) {
 		kubeAccel = append(kubeAccel, fmt.Sprintf("kube-accel-%d", i))
 		c.create(podWithTemplate(ns, kubeAccel[i], "one-accel", v1.DefaultSchedulerName))
 	}
-	c.create(podWithTemplate(ns, "gputopo-accel", "one-accel", "gputopo-scheduler"))
+	// gputopo leaves the other driver's devices alone (args.drivers), also
+	// for a pod that needs a GPU as well: refused before PreBind writes
+	// its GPU claim, which the API server's refusal of the other would
+	// have left allocated with no pod to use it.
+	refusedByGputopo := []string{"gputopo-accel", "gputopo-gpu-and-accel"}
+	c.create(podWithTemplate(ns, refusedByGputopo[0], "one-accel", "gputopo-scheduler"),
+		withTemplate(podWithTemplate(ns, refusedByGputopo[1], "one-gpu", "gputopo-scheduler"), "accel", "one-accel"))
+	// Admin access takes no device: the partition lets either scheduler
+	// grant it, here a monitoring pod's on a GPU by kube-scheduler.
+	c.create(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring", Labels: map[string]string{resourceapi.DRAAdminNamespaceLabelKey: "true"}}})
+	adminGPU := gpuTemplate("monitoring", "admin-gpu", driver, 1)
+	adminGPU.Spec.Spec.Devices.Requests[0].Exactly.AdminAccess = ptr.To(true)
+	c.create(adminGPU, podWithTemplate("monitoring", "kube-admin-gpu", "admin-gpu", v1.DefaultSchedulerName))
 
 	c.waitScheduled(ns, append(gputopoGPU, kubeAccel...)...)
+	c.waitScheduled("monitoring", "kube-admin-gpu")
 	c.waitRefused(ns, kubeGPU, "allocated only by gputopo-scheduler")
-	c.waitRefused(ns, []string{"gputopo-accel"}, "allocates only devices of driver gpu.nvidia.com")
+	for _, name := range refusedByGputopo {
+		c.waitRefused(ns, []string{name}, "request gpus: its device class selects devices of driver accel.example.com, which this scheduler leaves to others")
+	}
 	// Give the refused pods time to retry; none may bind.
 	time.Sleep(5 * time.Second)
-	for _, name := range append(kubeGPU, "gputopo-accel") {
+	for _, name := range append(kubeGPU, refusedByGputopo...) {
 		p, err := c.client.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -140,6 +155,15 @@ func TestSecondSchedulerPartition(t *testing.T) {
 	if held := c.allocatedDevices(driver); held != 12 {
 		t.Errorf("%d GPUs allocated, want 12 (the gputopo pods')", held)
 	}
+}
+
+// withTemplate gives the pod's container one more claim, named name,
+// from template.
+func withTemplate(p *v1.Pod, name, template string) *v1.Pod {
+	p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: name, ResourceClaimTemplateName: &template})
+	c := &p.Spec.Containers[0]
+	c.Resources.Claims = append(c.Resources.Claims, v1.ResourceClaim{Name: name})
+	return p
 }
 
 // waitRefused waits until one of the pods reports the refusal in its

@@ -36,6 +36,9 @@ type GPUTopologyArgs struct {
 	// BindingTimeout bounds the wait for device binding conditions in
 	// PreBind.
 	BindingTimeout metav1.Duration
+	// Drivers are the drivers whose devices the profile allocates; empty:
+	// every driver's.
+	Drivers []string
 }
 
 // Policy is the engine's policy these args describe.

@@ -104,6 +104,9 @@ func (pl *GPUTopology) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		if status := pl.checkClasses(claim); status != nil {
 			return nil, status
 		}
+		if status := pl.checkDrivers(claim); status != nil {
+			return nil, status
+		}
 		s.toAllocate = append(s.toAllocate, i)
 		toAllocate = append(toAllocate, claim)
 	}

@@ -167,10 +167,11 @@ func (pl *GPUTopology) newSessionOn(inv *allocator.Inventory, state *allocator.A
 // one when no slice changed and carrying cached selector results over
 // when some did.
 func (pl *GPUTopology) inventory() (*allocator.Inventory, error) {
-	slices, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
+	all, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
+	slices := pl.ownSlices(all)
 	pl.invMu.Lock()
 	defer pl.invMu.Unlock()
 	if pl.inv == nil {

@@ -3,6 +3,7 @@ package v1
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,6 +82,7 @@ func Convert(v *GPUTopologyArgs) *config.GPUTopologyArgs {
 		SearchBudget:   *v.SearchBudget,
 		FilterTimeout:  *v.FilterTimeout,
 		BindingTimeout: *v.BindingTimeout,
+		Drivers:        slices.Clone(v.Drivers),
 	}
 	for _, c := range v.Workload {
 		out.Workload = append(out.Workload, topology.TaskClass{GPUs: int(c.GPUs), Share: c.Share, Weight: c.Weight, CPUMilli: c.CPUMilli, MemoryMiB: c.MemoryMiB})
@@ -108,6 +110,7 @@ func (a *GPUTopologyArgs) DeepCopy() *GPUTopologyArgs {
 	out.SearchBudget = copyPtr(a.SearchBudget)
 	out.FilterTimeout = copyPtr(a.FilterTimeout)
 	out.BindingTimeout = copyPtr(a.BindingTimeout)
+	out.Drivers = slices.Clone(a.Drivers)
 	return &out
 }
 

@@ -44,6 +44,11 @@ func TestDecode(t *testing.T) {
 			a.FilterTimeout = metav1.Duration{Duration: time.Second}
 			return &a
 		}},
+		{name: "drivers", in: &runtime.Unknown{Raw: []byte("drivers: [gpu.nvidia.com]\n")}, want: func() *config.GPUTopologyArgs {
+			a := *defaults
+			a.Drivers = []string{"gpu.nvidia.com"}
+			return &a
+		}},
 		{name: "json", in: &runtime.Unknown{Raw: []byte(`{"packing":{"weight":3},"workload":[{"gpus":1,"share":0.5,"weight":1,"cpuMilli":4000,"memoryMiB":8192}]}`)}, want: func() *config.GPUTopologyArgs {
 			a := *defaults
 			a.Packing = allocator.PolicyPart{Enabled: true, Weight: 3}

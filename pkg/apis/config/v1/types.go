@@ -44,6 +44,13 @@ type GPUTopologyArgs struct {
 	// BindingTimeout: how long PreBind waits for device binding
 	// conditions. Default 10m.
 	BindingTimeout *metav1.Duration `json:"bindingTimeout,omitempty"`
+	// Drivers: the drivers whose devices this profile allocates; the
+	// devices of others are left to other schedulers, and a request whose
+	// DeviceClass selects only another driver's devices is refused in
+	// PreFilter. Set where another scheduler process allocates those
+	// (gputopo's second-scheduler install). Default: empty, every
+	// driver's devices.
+	Drivers []string `json:"drivers,omitempty"`
 }
 
 // PolicyPart switches one criterion on or off and weighs it.

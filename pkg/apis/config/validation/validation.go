@@ -78,7 +78,27 @@ func ValidateGPUTopologyArgs(path *field.Path, a *config.GPUTopologyArgs) error 
 	if a.BindingTimeout.Duration < time.Second {
 		errs = append(errs, field.Invalid(path.Child("bindingTimeout"), a.BindingTimeout.Duration.String(), "must be at least 1 second"))
 	}
+	errs = append(errs, validateNames(path.Child("drivers"), a.Drivers, "a driver name")...)
 	return errs.ToAggregate()
+}
+
+// validateNames checks a list of object names (DNS subdomains, as
+// DeviceClass and driver names are): each given, valid, and listed once.
+func validateNames(path *field.Path, names []string, what string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, n := range names {
+		switch bad := validation.IsDNS1123Subdomain(n); {
+		case n == "":
+			errs = append(errs, field.Required(path.Index(i), what))
+		case len(bad) > 0:
+			errs = append(errs, field.Invalid(path.Index(i), n, what+": "+bad[0]))
+		case seen[n]:
+			errs = append(errs, field.Duplicate(path.Index(i), n))
+		}
+		seen[n] = true
+	}
+	return errs
 }
 
 var policyRange = fmt.Sprintf("must be a number in [0, %g]", allocator.MaxPolicyValue)
@@ -100,17 +120,6 @@ func ValidateGPUCliquePlacementArgs(path *field.Path, a *config.GPUCliquePlaceme
 	if a.MaxPlacements < 1 || a.MaxPlacements > MaxCliquePlacements {
 		errs = append(errs, field.Invalid(path.Child("maxPlacements"), a.MaxPlacements, fmt.Sprintf("must be in [1, %d]", MaxCliquePlacements)))
 	}
-	seen := map[string]bool{}
-	for i, c := range a.GPUClasses {
-		switch bad := validation.IsDNS1123Subdomain(c); {
-		case c == "":
-			errs = append(errs, field.Required(path.Child("gpuClasses").Index(i), "a DeviceClass name"))
-		case len(bad) > 0:
-			errs = append(errs, field.Invalid(path.Child("gpuClasses").Index(i), c, "a DeviceClass name: "+bad[0]))
-		case seen[c]:
-			errs = append(errs, field.Duplicate(path.Child("gpuClasses").Index(i), c))
-		}
-		seen[c] = true
-	}
+	errs = append(errs, validateNames(path.Child("gpuClasses"), a.GPUClasses, "a DeviceClass name")...)
 	return errs.ToAggregate()
 }

@@ -61,6 +61,9 @@ func TestValidateGPUTopologyArgs(t *testing.T) {
 		{"binding timeout under a second", func(a *config.GPUTopologyArgs) {
 			a.BindingTimeout = metav1.Duration{Duration: 999 * time.Millisecond}
 		}, []string{`args.bindingTimeout: Invalid value: "999ms": must be at least 1 second`}},
+		{"bad drivers", func(a *config.GPUTopologyArgs) {
+			a.Drivers = []string{"gpu.nvidia.com", "", "GPU_driver", "gpu.nvidia.com"}
+		}, []string{"args.drivers[1]: Required value: a driver name", `args.drivers[2]: Invalid value: "GPU_driver": a driver name`, `args.drivers[3]: Duplicate value: "gpu.nvidia.com"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
