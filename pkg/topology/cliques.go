@@ -13,6 +13,10 @@ import (
 // of them are free, and the multi-node NVLink clique they belong to.
 type NodeGPUs struct {
 	GPUs, Free int
+	// FreeTainted are the free GPUs (counted in Free) whose device has a
+	// NoSchedule or NoExecute taint: only claims that tolerate it may
+	// take them.
+	FreeTainted int
 	// Clique is the cliqueID its GPUs publish; empty when they publish
 	// none or disagree.
 	Clique string
@@ -63,6 +67,7 @@ type indexedGPU struct {
 	device    int
 	clique    string
 	shareable bool // allowMultipleAllocations: a shared GPU
+	tainted   bool // NoSchedule or NoExecute on the device
 }
 
 // IndexGPUs reads the slices for Count.
@@ -77,7 +82,7 @@ func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 			g := Describe(s.Spec.Driver, node, d.Attributes)
 			x.physical = append(x.physical, PhysicalKey(s.Spec.Driver, node, g.Physical))
 			if typ, ok := lookup(d.Attributes, s.Spec.Driver, contract.AttrType); node != "" && ok && typ.StringValue != nil && *typ.StringValue == contract.TypeGPU {
-				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique, shareable: ptr.Deref(d.AllowMultipleAllocations, false)})
+				x.whole = append(x.whole, indexedGPU{node: node, device: i, clique: g.Clique, shareable: ptr.Deref(d.AllowMultipleAllocations, false), tainted: anyKeepsClaimsOff(d.Taints)})
 			}
 		}
 	}
@@ -117,6 +122,9 @@ func (x *GPUIndex) count(taken func(i int) bool, exclusiveOnly bool) map[string]
 		n.GPUs++
 		if p := x.physical[w.device]; !isTaken[w.device] && (p == "" || !takenPhysical[p]) {
 			n.Free++
+			if w.tainted {
+				n.FreeTainted++
+			}
 		}
 	}
 	return out

@@ -76,9 +76,21 @@ func TestWholeGPUsByNode(t *testing.T) {
 			}
 			return s
 		}(),
+		// Taints that keep claims off a free GPU count it apart; a taken
+		// GPU is not free, tainted or not; effect None keeps none off.
+		func() *resourceapi.ResourceSlice {
+			s := tray("t8", 1, map[string][]any{"gpu-0": gpuAttrs("h0", ""), "gpu-1": gpuAttrs("h1", ""), "gpu-2": gpuAttrs("h2", ""), "gpu-3": gpuAttrs("h3", "")})
+			effects := map[string]resourceapi.DeviceTaintEffect{"gpu-0": resourceapi.DeviceTaintEffectNoExecute, "gpu-1": resourceapi.DeviceTaintEffectNoSchedule, "gpu-2": resourceapi.DeviceTaintEffectNone}
+			for i := range s.Spec.Devices {
+				if e, ok := effects[s.Spec.Devices[i].Name]; ok {
+					s.Spec.Devices[i].Taints = []resourceapi.DeviceTaint{{Key: "gpu.nvidia.com/xid", Effect: e}}
+				}
+			}
+			return s
+		}(),
 	}
 	taken := func(driver, pool, device string) bool {
-		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g")
+		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g") || pool == "t8" && device == "gpu-1"
 	}
 	got := WholeGPUsByNode(slices, taken)
 	want := map[string]*NodeGPUs{
@@ -92,6 +104,7 @@ func TestWholeGPUsByNode(t *testing.T) {
 		"t6": {Clique: "c.6"},
 		// One exclusive GPU in c.7, one shared in none: in no clique.
 		"t7": {GPUs: 1, Free: 1, Conflict: []string{"", "c.7"}},
+		"t8": {GPUs: 4, Free: 3, FreeTainted: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WholeGPUsByNode (-want +got):\n%s", diff)

@@ -55,7 +55,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, gpus, pl.fts.EnableTaintTolerationComparisonOperators)
+	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, pl.untaintedOnly(gpus, pg.GetUnscheduledPods()), pl.fts.EnableTaintTolerationComparisonOperators)
 	pinned, status := pinnedDomain(logger, scheduled, key, gpus, pl.fh.SnapshotSharedLister().NodeInfos().Get)
 	if status != nil {
 		return nil, status
