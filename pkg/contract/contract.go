@@ -116,6 +116,11 @@ func IsMemorySliceCounter(name string) bool {
 // it as its topology key to ask for one clique.
 const LabelClique = "nvidia.com/gpu.clique"
 
+// ExtendedResourceGPU is the extended resource NVIDIA's device plugin
+// advertises for each GPU of a node, and that the extended-resource
+// overlay maps to the whole-GPU class.
+const ExtendedResourceGPU = "nvidia.com/gpu"
+
 // PlacementAnnotation on a claim gputopo allocated says which devices the
 // scheduler chose and why; kubectl gputopo why shows it.
 const PlacementAnnotation = "gputopo.io/placement"

@@ -53,7 +53,7 @@ type ClaimTemplate struct {
 }
 
 // ExtendedGPU is the extended resource the whole-GPU class serves.
-const ExtendedGPU = "nvidia.com/gpu"
+const ExtendedGPU = contract.ExtendedResourceGPU
 
 // implicitResource is the extended resource every class serves.
 func implicitResource(class string) string { return "deviceclass.resource.kubernetes.io/" + class }

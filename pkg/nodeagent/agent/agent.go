@@ -150,12 +150,16 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if restoreErr != nil {
 		a.adoptPublishedTaints(ctx, restoreErr)
 	}
-	uid, err := nodeUID(ctx, o)
+	node, err := ownNode(ctx, o)
 	if err != nil {
 		cancel(err)
 		preparer.Close()
 		return nil, err
 	}
+	uid := node.UID
+	// Before the first publish: a GPU a device plugin hands out must not
+	// be offered untainted even for a moment.
+	a.noticeDevicePlugin(ctx, node)
 	helper, err := kubeletplugin.Start(ctx, a,
 		kubeletplugin.DriverName(o.Config.DriverName),
 		kubeletplugin.NodeName(o.NodeName),

@@ -12,14 +12,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// nodeUID is the UID of the agent's Node, which its slices name as their
-// owner.
-func nodeUID(ctx context.Context, o Options) (types.UID, error) {
+// ownNode is the agent's Node, whose UID its slices name as their owner.
+func ownNode(ctx context.Context, o Options) (*v1.Node, error) {
 	node, err := o.KubeClient.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("node agent: read node %s: %w", o.NodeName, err)
+		return nil, fmt.Errorf("node agent: read node %s: %w", o.NodeName, err)
 	}
-	return node.UID, nil
+	return node, nil
 }
 
 // followNode stops the agent once its Node is deleted and created again
@@ -29,7 +28,8 @@ func nodeUID(ctx context.Context, o Options) (types.UID, error) {
 // slice controller recreate them with the same stale owner, over and
 // over. The restarted agent (the DaemonSet restarts it) publishes for
 // the new Node, and labels it. It also notices a clique label that
-// another tool changed (noticeLabelDrift).
+// another tool changed (noticeLabelDrift), and a device plugin that
+// starts or stops advertising the node's GPUs (noticeDevicePlugin).
 func (a *Agent) followNode(ctx context.Context, uid types.UID) {
 	factory := informers.NewSharedInformerFactoryWithOptions(a.opts.KubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.opts.NodeName).String()
@@ -44,6 +44,7 @@ func (a *Agent) followNode(ctx context.Context, uid types.UID) {
 			return
 		}
 		a.noticeLabelDrift(n.Labels)
+		a.noticeDevicePlugin(ctx, n)
 	}
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    check,

@@ -34,7 +34,11 @@ type Layout struct {
 	// withheld devices are known by name (claims on them still prepare
 	// and unprepare) but not published.
 	withheld map[string]bool
-	cfg      config.Config
+	// devicePluginGPUs: how many GPUs a device plugin advertises on the
+	// node (SetDevicePluginGPUs); while any, every device is published
+	// tainted (DevicePluginTaintKey).
+	devicePluginGPUs int64
+	cfg              config.Config
 }
 
 // NewLayout decides the devices of the node's GPUs under cfg.

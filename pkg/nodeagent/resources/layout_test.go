@@ -347,6 +347,48 @@ func TestHealthTaints(t *testing.T) {
 	}
 }
 
+// A device plugin's GPUs on the node: every device, MIG partitions too,
+// carries its NoSchedule taint, next to a health taint where one is.
+func TestDevicePluginTaint(t *testing.T) {
+	gpus := discover(t, mocknvml.DGXH100, mocknvml.Options{MIG: true})
+	l, err := resources.NewLayout("n", gpus, withMode(config.MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := map[string]resources.Taint{gpus[1].UUID: {Value: "xid-79", Effect: resourceapi.DeviceTaintEffectNoExecute}}
+	for _, step := range []struct {
+		gpus             int64
+		changed          bool
+		withDevicePlugin int
+	}{
+		{gpus: 0, changed: false},
+		{gpus: 8, changed: true, withDevicePlugin: 8 * 19},
+		{gpus: 4, changed: false, withDevicePlugin: 8 * 19},
+		{gpus: 0, changed: true},
+	} {
+		if changed := l.SetDevicePluginGPUs(step.gpus); changed != step.changed {
+			t.Errorf("SetDevicePluginGPUs(%d) changed the taints: %v, want %v", step.gpus, changed, step.changed)
+		}
+		devs, _ := poolOf(t, l, health)
+		withTaint, withBoth := 0, 0
+		for _, d := range devs {
+			keys := map[string]resourceapi.DeviceTaintEffect{}
+			for _, taint := range d.Taints {
+				keys[taint.Key] = taint.Effect
+			}
+			if keys["gpu.nvidia.com/device-plugin"] == resourceapi.DeviceTaintEffectNoSchedule {
+				withTaint++
+				if keys["gpu.nvidia.com/unhealthy"] != "" {
+					withBoth++
+				}
+			}
+		}
+		if withTaint != step.withDevicePlugin || (step.withDevicePlugin > 0 && withBoth != 19) {
+			t.Errorf("%d device plugin GPUs: %d devices with its taint (%d also unhealthy), want %d (19 also unhealthy)", step.gpus, withTaint, withBoth, step.withDevicePlugin)
+		}
+	}
+}
+
 func itoa(n int) string { return string(rune('0' + n)) }
 
 func fmtInts(s []int64) string {

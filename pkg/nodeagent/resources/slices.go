@@ -34,6 +34,31 @@ type Taint struct {
 // TaintKey is the key of health taints: "<driver>/unhealthy".
 func (l *Layout) TaintKey() string { return l.Driver + "/unhealthy" }
 
+// DevicePluginTaintKey is the key of the taint every device carries while
+// a device plugin advertises GPUs on the node: "<driver>/device-plugin".
+func (l *Layout) DevicePluginTaintKey() string { return l.Driver + "/device-plugin" }
+
+// SetDevicePluginGPUs records how many GPUs a device plugin advertises on
+// the node (its Node's allocatable, contract.ExtendedResourceGPU), and
+// reports whether that changes the published taints. The device plugin
+// hands the same GPUs to pods without a claim, so a claim must not get
+// them: NoSchedule keeps new allocations off and leaves the pods that
+// run alone.
+func (l *Layout) SetDevicePluginGPUs(n int64) bool {
+	changed := (n > 0) != (l.devicePluginGPUs > 0)
+	l.devicePluginGPUs = n
+	return changed
+}
+
+// devicePluginTaint is the taint every device carries while a device
+// plugin advertises GPUs on the node; nil when none does.
+func (l *Layout) devicePluginTaint() *resourceapi.DeviceTaint {
+	if l.devicePluginGPUs <= 0 {
+		return nil
+	}
+	return &resourceapi.DeviceTaint{Key: l.DevicePluginTaintKey(), Value: contract.ExtendedResourceGPU, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+}
+
 // Resources are the node's slices: one pool named after the node, shared
 // counters (MIG GPUs) in slices of their own, devices in slices of at most
 // the API's limit. taints are by GPU UUID.
@@ -51,9 +76,14 @@ func (l *Layout) Resources(taints map[string]Taint) resourceslice.DriverResource
 		sets = sets[n:]
 	}
 	var devices []resourceapi.Device
+	devicePlugin := l.devicePluginTaint()
 	for _, d := range l.Devices {
 		if !l.withheld[d.Name] {
-			devices = append(devices, l.apiDevice(d, taints[d.GPU.UUID]))
+			dev := l.apiDevice(d, taints[d.GPU.UUID])
+			if t := devicePlugin; t != nil {
+				dev.Taints = append(dev.Taints, *t)
+			}
+			devices = append(devices, dev)
 		}
 	}
 	for len(devices) > 0 {
