@@ -248,12 +248,31 @@ func TestNodeAgentProcess(t *testing.T) {
 	}
 
 	c.xidsTaintAndRecover(node, faults)
+	c.devicePluginTaints(node)
 
 	// A DaemonSet rollout or node drain stops the pod with SIGTERM.
 	agent.stop(syscall.SIGTERM)
 	if done, state := agent.exited(); !done || !strings.Contains(state, "exit status 0") {
 		t.Errorf("agent after SIGTERM: %s\n%s", state, tail(agent.log, 20))
 	}
+}
+
+// devicePluginTaints: a device plugin that starts advertising the node's
+// GPUs gets every device tainted, in slices the API server accepts; the
+// taint goes when it stops.
+func (c *cluster) devicePluginTaints(node string) {
+	c.t.Helper()
+	c.advertise(node, "nvidia.com/gpu", 8)
+	c.waitFor("every device tainted for the device plugin", 30*time.Second, func() (bool, error) {
+		devices, tainted := c.poolDevices(node)
+		return devices == 8 && tainted == 8, nil
+	})
+	c.checkTaintsStampedByTheAPIServer(node)
+	c.advertise(node, "nvidia.com/gpu", 0)
+	c.waitFor("the device plugin's taint lifted", 30*time.Second, func() (bool, error) {
+		devices, tainted := c.poolDevices(node)
+		return devices == 8 && tainted == 0, nil
+	})
 }
 
 // xidsTaintAndRecover: Xids on every GPU of the node but one that is

@@ -11,6 +11,7 @@ import (
 	"github.com/blang/semver/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gputopo/gputopo/pkg/nodeagent/config"
 	"github.com/gputopo/gputopo/pkg/nodeagent/discovery"
@@ -375,6 +376,10 @@ func TestDevicePluginTaint(t *testing.T) {
 			keys := map[string]resourceapi.DeviceTaintEffect{}
 			for _, taint := range d.Taints {
 				keys[taint.Key] = taint.Effect
+				// As the API server validates a slice's taints.
+				if bad := append(validation.IsQualifiedName(taint.Key), validation.IsValidLabelValue(taint.Value)...); len(bad) > 0 {
+					t.Errorf("%s: taint %+v refused by the API server: %v", d.Name, taint, bad)
+				}
 			}
 			if keys["gpu.nvidia.com/device-plugin"] == resourceapi.DeviceTaintEffectNoSchedule {
 				withTaint++

@@ -39,8 +39,7 @@ func (l *Layout) TaintKey() string { return l.Driver + "/unhealthy" }
 func (l *Layout) DevicePluginTaintKey() string { return l.Driver + "/device-plugin" }
 
 // SetDevicePluginGPUs records how many GPUs a device plugin advertises on
-// the node (its Node's allocatable, contract.ExtendedResourceGPU), and
-// reports whether that changes the published taints. The device plugin
+// the node, and reports whether that changes the published taints. The device plugin
 // hands the same GPUs to pods without a claim, so a claim must not get
 // them: NoSchedule keeps new allocations off and leaves the pods that
 // run alone.
@@ -56,7 +55,8 @@ func (l *Layout) devicePluginTaint() *resourceapi.DeviceTaint {
 	if l.devicePluginGPUs <= 0 {
 		return nil
 	}
-	return &resourceapi.DeviceTaint{Key: l.DevicePluginTaintKey(), Value: contract.ExtendedResourceGPU, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	// No value: the resource's name is not a valid one (a label value).
+	return &resourceapi.DeviceTaint{Key: l.DevicePluginTaintKey(), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 }
 
 // Resources are the node's slices: one pool named after the node, shared

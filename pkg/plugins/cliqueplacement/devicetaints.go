@@ -31,13 +31,15 @@ func (pl *CliquePlacement) untaintedOnly(gpus map[string]*topology.NodeGPUs, pod
 }
 
 // toleratesDeviceTaints: some request of a GPU class in the pods' claims
-// has tolerations. (The claims for extended resources have none.)
+// has tolerations, or a claim cannot be read (an estimate never hides a
+// clique that could hold the group). The claims for extended resources
+// have none.
 func (pl *CliquePlacement) toleratesDeviceTaints(pods []*v1.Pod) bool {
 	for _, p := range pods {
 		for _, name := range claimNames(p) {
 			claim, err := pl.draManager.ResourceClaims().Get(p.Namespace, name)
 			if err != nil {
-				continue
+				return true
 			}
 			for _, r := range claim.Spec.Devices.Requests {
 				if pl.gpuRequestTolerates(r) {

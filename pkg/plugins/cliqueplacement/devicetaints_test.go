@@ -48,6 +48,7 @@ func TestUntaintedOnly(t *testing.T) {
 		{name: "a toleration on another class's request", pods: []*v1.Pod{podNamed("p", "plain", "tolerant-mig")}, want: untainted},
 		{name: "a toleration on a GPU alternative", pods: []*v1.Pod{podNamed("p", "first-available")}, want: all},
 		{name: "DRADeviceTaints off: taints are ignored", pods: []*v1.Pod{podNamed("p", "plain")}, gateOff: true, want: all},
+		{name: "a claim not read yet may tolerate", pods: []*v1.Pod{podNamed("p", "plain", "unknown")}, want: all},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := &CliquePlacement{

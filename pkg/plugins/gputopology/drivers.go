@@ -31,9 +31,9 @@ func (pl *GPUTopology) ownSlices(all []*resourceapi.ResourceSlice) []*resourceap
 }
 
 // driverSelector matches a CEL selector that admits the devices of one
-// driver only: `device.driver == "NAME"`, alone or and-ed with more (no
-// || or ?: anywhere, so nothing can widen it).
-var driverSelector = regexp.MustCompile(`^\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*(?:&&.*)?$`)
+// driver only: `device.driver == "NAME"`, alone or and-ed with more over
+// any number of lines (no || or ?: anywhere, so nothing can widen it).
+var driverSelector = regexp.MustCompile(`(?s)^\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*(?:&&.*)?$`)
 
 // pinnedDriver is the driver whose devices alone the class admits, as
 // its selectors say plainly; "" when they do not.
@@ -67,27 +67,34 @@ func (pl *GPUTopology) foreignClass(className string) string {
 
 // checkDrivers refuses a claim with a request that only another driver's
 // devices can serve: every node would fail it with "0 match" otherwise.
-// A request with alternatives (firstAvailable) is refused when all are.
 func (pl *GPUTopology) checkDrivers(claim *resourceapi.ResourceClaim) *fwk.Status {
 	for _, r := range claim.Spec.Devices.Requests {
-		classes := []string{}
-		if r.Exactly != nil {
-			classes = append(classes, r.Exactly.DeviceClassName)
-		}
-		for _, sub := range r.FirstAvailable {
-			classes = append(classes, sub.DeviceClassName)
-		}
-		var driver string
-		for _, c := range classes {
-			if driver = pl.foreignClass(c); driver == "" {
-				break
-			}
-		}
-		if len(classes) > 0 && driver != "" {
+		if driver := pl.foreignRequest(r); driver != "" {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"resourceclaim %s, request %s: its device class selects devices of driver %s, which this scheduler leaves to others (it allocates those of %s): use a scheduler that allocates %s",
 				klog.KObj(claim), r.Name, driver, strings.Join(pl.args.Drivers, ", "), driver))
 		}
 	}
 	return nil
+}
+
+// foreignRequest returns the driver of another scheduler's devices that
+// the request's class pins it to, or, for a request with alternatives
+// (firstAvailable), that of the last when every one is pinned to one; ""
+// when some alternative may be served here.
+func (pl *GPUTopology) foreignRequest(r resourceapi.DeviceRequest) string {
+	classes := make([]string, 0, 1+len(r.FirstAvailable))
+	if r.Exactly != nil {
+		classes = append(classes, r.Exactly.DeviceClassName)
+	}
+	for _, sub := range r.FirstAvailable {
+		classes = append(classes, sub.DeviceClassName)
+	}
+	driver := ""
+	for _, c := range classes {
+		if driver = pl.foreignClass(c); driver == "" {
+			return ""
+		}
+	}
+	return driver
 }

@@ -28,6 +28,7 @@ func TestPinnedDriver(t *testing.T) {
 		{`device.driver == "nic.example.com"`, nicDriver},
 		{`device.driver=='nic.example.com'`, nicDriver},
 		{`device.driver == 'nic.example.com' && device.attributes['nic.example.com'].rdma`, nicDriver},
+		{"device.driver == 'nic.example.com' &&\n  device.attributes['nic.example.com'].rdma\n", nicDriver},
 		// Nothing that could widen it, nor another form, is read.
 		{`device.driver == 'nic.example.com' || device.driver == 'gpu.nvidia.com'`, ""},
 		{`device.driver == 'nic.example.com' && x ? true : false`, ""},
