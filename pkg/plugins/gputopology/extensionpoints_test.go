@@ -478,6 +478,44 @@ func TestPreBindRecreatedClaim(t *testing.T) {
 	}
 }
 
+// A claim the pod was placed for as allocated on its node, freed and
+// allocated on another node before the pod's PreBind (a pod sharing it
+// failed there, its PostFilter freed it): the conflict's fresh copy is not
+// reserved for the pod, which would be bound to a node its devices are
+// not on.
+func TestPreBindClaimAllocatedAnewElsewhere(t *testing.T) {
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a"), node("node-b")},
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("x", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()},
+	})
+	// As the API server: an update of an older version conflicts.
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
+	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		obj := a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim)
+		if stored, err := env.client.Tracker().Get(gvr, ns, obj.Name); err == nil && stored.(*resourceapi.ResourceClaim).ResourceVersion != obj.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	pod := podWithClaims("p", "x")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	again := env.storedClaim("x")
+	again.Status.Allocation = allocatedOn("node-b", "gpu-1")
+	again.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "q", UID: "uid-pod-q"}}
+	if _, err := env.client.ResourceV1().ResourceClaims(ns).UpdateStatus(env.tCtx, again, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "PreBind on node-a", env.pl.PreBind(env.tCtx, cs, pod, "node-a"), fwk.Error, "resourceclaim default/x got allocated elsewhere in the meantime")
+	if c := env.storedClaim("x"); len(c.Status.ReservedFor) != 1 {
+		t.Errorf("reserved for %v, want q alone", c.Status.ReservedFor)
+	}
+}
+
 // PreBind stamps a new allocation's time as the in-tree plugin does, only
 // while binding conditions are on; an allocation made elsewhere is left as
 // it is (the API server refuses changes to it).
@@ -996,6 +1034,39 @@ func TestRetriedPodLearnedOnce(t *testing.T) {
 	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
 	if n := env.pl.learner.Observed() - before; n != 1 {
 		t.Errorf("%v requests learned after the pod was unreserved with its claim written, want 1", n)
+	}
+}
+
+// A PreBind that wrote one of the pod's claims and failed on the next
+// does not keep the pod counted: its retry counts what it allocates then,
+// and the pod is learned once, not once per attempt.
+func TestPartlyWrittenPodLearnedOnce(t *testing.T) {
+	env := fourGPUNode(t, claim("c1", 1).Obj(), claim("c2", 1).Obj(), claim("c3", 1).Obj())
+	refuse := true
+	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		if refuse && a.GetSubresource() == "status" && a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim).Name == "c2" {
+			return true, nil, apierrors.NewForbidden(resourceapi.Resource("resourceclaims"), "c2", errors.New("denied by policy"))
+		}
+		return false, nil, nil
+	})
+	pod := podWithClaims("p", "c1", "c2", "c3")
+	before := env.pl.learner.Observed()
+	attempt := func() (*framework.CycleState, *fwk.Status) {
+		cs := env.inGroupCycle(nil, pod, "node-a")
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("Reserve: %v", status)
+		}
+		return cs, env.pl.PreBind(env.tCtx, cs, pod, "node-a")
+	}
+	cs, status := attempt()
+	wantStatus(t, "PreBind with c2 refused", status, fwk.Error, "denied by policy")
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	refuse = false
+	if _, status := attempt(); !status.IsSuccess() {
+		t.Fatalf("PreBind of the retry: %v", status)
+	}
+	if n := env.pl.learner.Observed() - before; n != 1 {
+		t.Errorf("%v requests learned for one pod written in two attempts, want 1", n)
 	}
 }
 

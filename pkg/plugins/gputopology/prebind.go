@@ -78,6 +78,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	// older copy, which would show the written devices free until the
 	// watch delivers the write (and another pod could be given them).
 	written := func(uid types.UID) { pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true) }
+	allocated := false
 	for i, claim := range s.claims {
 		if pl.reservedFor(pod, claim) {
 			continue
@@ -92,11 +93,7 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 		s.claims[i] = updated
 		written(claim.UID)
-		if allocationOf[i] != nil {
-			// An allocation is written: a retry finds the claim
-			// allocated and counts nothing, so the count stays.
-			s.learned = nil
-		}
+		allocated = allocated || allocationOf[i] != nil
 	}
 	if ext != nil && res != nil {
 		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
@@ -106,6 +103,13 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		written(ext.claim.UID)
 		// Binding conditions are waited for on it as on the others.
 		s.claims = append(s.claims, bound)
+	}
+	if allocated {
+		// Every allocation is written: a retry finds the claims allocated
+		// and counts nothing, so the count stays. After a partial write
+		// Unreserve takes it back, and the retry counts what it
+		// allocates then: the pod once.
+		s.learned = nil
 	}
 	if err := pl.waitForBindingConditions(ctx, pod, nodeName, s); err != nil {
 		return fwk.AsStatus(err)
@@ -129,6 +133,14 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 	logger := klog.FromContext(ctx)
 	claims := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	refresh := false
+	// The allocation the pod was placed for: this cycle's, or the one the
+	// cycle found written. A claim freed and allocated anew since (a pod
+	// sharing it failed elsewhere, its PostFilter freed it) is not
+	// reserved: the pod would run on a node its devices are not on.
+	expect := allocation
+	if expect == nil {
+		expect = claim.Status.Allocation
+	}
 	claim = claim.DeepCopy()
 	// Its own copy: the allocation is also the claim tracker's in-flight
 	// entry and, for a claim shared in a pod group, the one the group's
@@ -152,14 +164,14 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 		if claim.DeletionTimestamp != nil {
 			return fmt.Errorf("resourceclaim %s got deleted in the meantime", klog.KObj(claim))
 		}
-		if allocation != nil && claim.Status.Allocation != nil && sameDevices(claim.Status.Allocation, allocation) {
+		if claim.Status.Allocation != nil && expect != nil && !sameDevices(claim.Status.Allocation, expect) {
+			return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
+		}
+		if allocation != nil && claim.Status.Allocation != nil {
 			// Written by another pod of the group sharing the claim.
 			allocation = nil
 		}
 		if allocation != nil {
-			if claim.Status.Allocation != nil {
-				return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
-			}
 			// A claim deallocated after a failed binding keeps its
 			// finalizer; its note is written again for the new devices.
 			hasFinalizer := slices.Contains(claim.Finalizers, resourceapi.Finalizer)
