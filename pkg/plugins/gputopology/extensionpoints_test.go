@@ -431,6 +431,41 @@ func TestPreBindPartialWrite(t *testing.T) {
 	}
 }
 
+// A status write that took effect but whose answer was lost (a timeout):
+// PreBind reads the claim back, finds what it wrote and goes on. Taken as
+// failed, the claim's devices would leave the in-flight set and, until
+// the watch delivered the write, look free to the next pod.
+func TestPreBindWriteWhoseAnswerWasLost(t *testing.T) {
+	env := fourGPUNode(t, claim("c1", 1).Obj(), claim("c2", 1).Obj())
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
+	lost := false
+	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		obj := a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim)
+		if lost || a.GetSubresource() != "status" || obj.Name != "c2" {
+			return false, nil, nil
+		}
+		lost = true
+		if err := env.client.Tracker().Update(gvr, obj, ns); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
+	})
+	pod := podWithClaims("p", "c1", "c2")
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("PreBind with c2's answer lost: %v", status)
+	}
+	if !lost {
+		t.Fatal("c2's write was not intercepted")
+	}
+	if got, err := env.pl.draManager.ResourceClaims().Get(ns, "c2"); err != nil || got.Status.Allocation == nil {
+		t.Errorf("the scheduler's copy of c2 is %+v (%v), want its allocation", got, err)
+	}
+}
+
 // A claim deleted and made again under the same name between Reserve and
 // PreBind is not written: the allocation was made for the old claim's
 // requests. PreBind fails, and Unreserve drops the old claim's in-flight

@@ -11,9 +11,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -212,6 +214,11 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 		claim.Status.ReservedFor = append(claim.Status.ReservedFor, binding)
 		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 		if err != nil {
+			if written := writtenAnyway(ctx, claims, claim, binding, err); written != nil {
+				logger.V(3).Info("Claim written though its write failed", "claim", klog.KObj(claim), "err", err)
+				claim = written
+				return nil
+			}
 			return fmt.Errorf("write allocation and reservation of resourceclaim %s: %w", klog.KObj(claim), err)
 		}
 		claim = updated
@@ -236,6 +243,26 @@ func hasBindingConditions(claim *resourceapi.ResourceClaim) bool {
 // sameDevices: two allocations of the same devices on the same nodes.
 func sameDevices(a, b *resourceapi.AllocationResult) bool {
 	return apiequality.Semantic.DeepEqual(a.Devices.Results, b.Devices.Results) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
+}
+
+// writtenAnyway reads the claim back after its status write failed with
+// err, and returns it when it holds what was written: a write that timed
+// out, or whose answer was lost, may have taken effect. Treated as
+// failed, its devices would leave the in-flight set and look free until
+// the watch delivered the write, and another pod could be given them. A
+// conflict is retried instead; nil when the claim cannot be read.
+func writtenAnyway(ctx context.Context, claims resourcev1client.ResourceClaimInterface, wrote *resourceapi.ResourceClaim, binding resourceapi.ResourceClaimConsumerReference, err error) *resourceapi.ResourceClaim {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	latest, getErr := claims.Get(ctx, wrote.Name, metav1.GetOptions{})
+	if getErr != nil || latest.UID != wrote.UID || latest.Status.Allocation == nil || !sameDevices(latest.Status.Allocation, wrote.Status.Allocation) {
+		return nil
+	}
+	if !slices.ContainsFunc(latest.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == binding.UID }) {
+		return nil
+	}
+	return latest
 }
 
 // podClaimFor finds the pod's entry that names the claim.
