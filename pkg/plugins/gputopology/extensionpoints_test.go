@@ -525,15 +525,7 @@ func TestPreBindClaimAllocatedAnewElsewhere(t *testing.T) {
 		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4), pairSlice("node-b", 4)},
 		claims:  []*resourceapi.ResourceClaim{claim("x", 1).Allocation(allocatedOn("node-a", "gpu-0")).Obj()},
 	})
-	// As the API server: an update of an older version conflicts.
-	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
-	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
-		obj := a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim)
-		if stored, err := env.client.Tracker().Get(gvr, ns, obj.Name); err == nil && stored.(*resourceapi.ResourceClaim).ResourceVersion != obj.ResourceVersion {
-			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.Name, errors.New("the object has been modified"))
-		}
-		return false, nil, nil
-	})
+	env.refuseStaleClaimUpdates()
 	pod := podWithClaims("p", "x")
 	cs := env.scheduleUpTo(pod, "node-a")
 	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
@@ -953,6 +945,37 @@ func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 	// (What c holds is not checked: the fake clientset does not refuse a
 	// stale update as the API server does, so one pod's write may be
 	// lost here; the integration tests bind groups on a real one.)
+}
+
+// Pods a and b of a group share claim c, which a's cycle allocated; b
+// also has a claim of its own and binds first. c gets no note from b,
+// whose note words b's claims (kubectl gputopo why showed it under c).
+func TestPodGroupSharedClaimNotNotedByAnotherPod(t *testing.T) {
+	env := fourGPUNode(t, claim("c", 2).Obj(), claim("b-own", 1).Obj())
+	env.refuseStaleClaimUpdates()
+	group := framework.NewCycleState()
+	a, b := podWithClaims("a", "c"), podWithClaims("b", "c", "b-own")
+	var cycles []*framework.CycleState
+	for _, pod := range []*v1.Pod{a, b} {
+		cs := env.inGroupCycle(group, pod, "node-a")
+		cycles = append(cycles, cs)
+		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("Reserve %s: %v", pod.Name, status)
+		}
+	}
+	for _, i := range []int{1, 0} {
+		cycles[i].SetPodGroupSchedulingCycle(nil)
+		pod := []*v1.Pod{a, b}[i]
+		if status := env.pl.PreBind(env.tCtx, cycles[i], pod, "node-a"); !status.IsSuccess() {
+			t.Fatalf("PreBind %s: %v", pod.Name, status)
+		}
+	}
+	if note := env.storedClaim("c").Annotations[PlacementAnnotation]; strings.Contains(note, "b-own") {
+		t.Errorf("c's note words b's claims: %q", note)
+	}
+	if note := env.storedClaim("b-own").Annotations[PlacementAnnotation]; !strings.Contains(note, "b-own") {
+		t.Errorf("b-own's note %q does not name it", note)
+	}
 }
 
 // Pods a and b of a group share claim c, in flight for a. When another

@@ -1,6 +1,7 @@
 package gputopology
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -149,6 +151,19 @@ func versionReactor() cgotesting.ReactionFunc {
 		m.SetResourceVersion(strconv.Itoa(version))
 		return false, nil, nil
 	}
+}
+
+// refuseStaleClaimUpdates makes the fake API server refuse, as the real one
+// does, an update of a claim whose resourceVersion is not the stored one.
+func (e *testEnv) refuseStaleClaimUpdates() {
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
+	e.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+		obj := a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim)
+		if stored, err := e.client.Tracker().Get(gvr, obj.Namespace, obj.Name); err == nil && stored.(*resourceapi.ResourceClaim).ResourceVersion != obj.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
 }
 
 // storedClaim reads a claim back from the fake API server.

@@ -85,8 +85,10 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		if pl.reservedFor(pod, claim) {
 			continue
 		}
+		// A claim shared with a pod of the group that allocated it gets
+		// no note here: this pod's would word its own claims.
 		var why string
-		if allocationOf[i] != nil {
+		if _, shared := s.shared[i]; allocationOf[i] != nil && !shared {
 			why = note("")
 		}
 		updated, err := pl.bindClaim(ctx, pod, claim, s.bindTo[i], allocationOf[i], why)
@@ -189,7 +191,7 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 				}
 				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
 				if err != nil {
-					return fmt.Errorf("add finalizer to resourceclaim %s: %w", klog.KObj(claim), err)
+					return fmt.Errorf("add finalizer and placement note to resourceclaim %s: %w", klog.KObj(claim), err)
 				}
 				claim = updated
 			}
