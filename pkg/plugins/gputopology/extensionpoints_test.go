@@ -948,9 +948,10 @@ func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 }
 
 // Pods a and b of a group share claim c, which a's cycle allocated; b
-// also has a claim of its own and binds first. c gets no note from b,
-// whose note words b's claims (kubectl gputopo why showed it under c).
-func TestPodGroupSharedClaimNotNotedByAnotherPod(t *testing.T) {
+// also has a claim of its own and binds first. c gets its note from a,
+// not b, whose note words b's claims (kubectl gputopo why showed it
+// under c).
+func TestPodGroupSharedClaimNotedByThePodThatAllocatedIt(t *testing.T) {
 	env := fourGPUNode(t, claim("c", 2).Obj(), claim("b-own", 1).Obj())
 	env.refuseStaleClaimUpdates()
 	group := framework.NewCycleState()
@@ -970,8 +971,8 @@ func TestPodGroupSharedClaimNotNotedByAnotherPod(t *testing.T) {
 			t.Fatalf("PreBind %s: %v", pod.Name, status)
 		}
 	}
-	if note := env.storedClaim("c").Annotations[PlacementAnnotation]; strings.Contains(note, "b-own") {
-		t.Errorf("c's note words b's claims: %q", note)
+	if note := env.storedClaim("c").Annotations[PlacementAnnotation]; !strings.Contains(note, "allocated c=") || strings.Contains(note, "b-own") {
+		t.Errorf("c's note %q, want a's, which words c", note)
 	}
 	if note := env.storedClaim("b-own").Annotations[PlacementAnnotation]; !strings.Contains(note, "b-own") {
 		t.Errorf("b-own's note %q does not name it", note)
@@ -1096,35 +1097,50 @@ func TestRetriedPodLearnedOnce(t *testing.T) {
 }
 
 // A PreBind that wrote one of the pod's claims and failed on the next
-// does not keep the pod counted: its retry counts what it allocates then,
-// and the pod is learned once, not once per attempt.
+// keeps the pod counted, as its first attempt counted it; its retry, which
+// allocates the rest or, the claims being allocated, nothing, does not
+// count it again.
 func TestPartlyWrittenPodLearnedOnce(t *testing.T) {
-	env := fourGPUNode(t, claim("c1", 1).Obj(), claim("c2", 1).Obj(), claim("c3", 1).Obj())
-	refuse := true
-	env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
-		if refuse && a.GetSubresource() == "status" && a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim).Name == "c2" {
-			return true, nil, apierrors.NewForbidden(resourceapi.Resource("resourceclaims"), "c2", errors.New("denied by policy"))
-		}
-		return false, nil, nil
-	})
-	pod := podWithClaims("p", "c1", "c2", "c3")
-	before := env.pl.learner.Observed()
-	attempt := func() (*framework.CycleState, *fwk.Status) {
-		cs := env.inGroupCycle(nil, pod, "node-a")
-		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-			t.Fatalf("Reserve: %v", status)
-		}
-		return cs, env.pl.PreBind(env.tCtx, cs, pod, "node-a")
-	}
-	cs, status := attempt()
-	wantStatus(t, "PreBind with c2 refused", status, fwk.Error, "denied by policy")
-	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
-	refuse = false
-	if _, status := attempt(); !status.IsSuccess() {
-		t.Fatalf("PreBind of the retry: %v", status)
-	}
-	if n := env.pl.learner.Observed() - before; n != 1 {
-		t.Errorf("%v requests learned for one pod written in two attempts, want 1", n)
+	for _, tc := range []struct {
+		name   string
+		claims []*resourceapi.ResourceClaim
+	}{
+		{"the retry allocates the rest", []*resourceapi.ResourceClaim{claim("c1", 1).Obj(), claim("c2", 1).Obj(), claim("c3", 1).Obj()}},
+		{"the retry allocates nothing", []*resourceapi.ResourceClaim{claim("c1", 1).Obj(), claim("c2", 1).Allocation(allocatedOn("node-a", "gpu-3")).Obj()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := fourGPUNode(t, tc.claims...)
+			refuse := true
+			env.client.PrependReactor("update", "resourceclaims", func(a cgotesting.Action) (bool, apiruntime.Object, error) {
+				if refuse && a.GetSubresource() == "status" && a.(cgotesting.UpdateAction).GetObject().(*resourceapi.ResourceClaim).Name == "c2" {
+					return true, nil, apierrors.NewForbidden(resourceapi.Resource("resourceclaims"), "c2", errors.New("denied by policy"))
+				}
+				return false, nil, nil
+			})
+			var names []string
+			for _, c := range tc.claims {
+				names = append(names, c.Name)
+			}
+			pod := podWithClaims("p", names...)
+			before := env.pl.learner.Observed()
+			attempt := func() (*framework.CycleState, *fwk.Status) {
+				cs := env.inGroupCycle(nil, pod, "node-a")
+				if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+					t.Fatalf("Reserve: %v", status)
+				}
+				return cs, env.pl.PreBind(env.tCtx, cs, pod, "node-a")
+			}
+			cs, status := attempt()
+			wantStatus(t, "PreBind with c2 refused", status, fwk.Error, "denied by policy")
+			env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+			refuse = false
+			if _, status := attempt(); !status.IsSuccess() {
+				t.Fatalf("PreBind of the retry: %v", status)
+			}
+			if n := env.pl.learner.Observed() - before; n != 1 {
+				t.Errorf("%v requests learned for one pod written in two attempts, want 1", n)
+			}
+		})
 	}
 }
 

@@ -54,6 +54,8 @@ type GPUTopology struct {
 	learner *topology.Learner
 	// placements of the learned classes (where their pods may run).
 	placements placements
+	// learnedPods: the pods the learner counted, each once.
+	learnedPods learnedPods
 
 	invMu sync.Mutex
 	inv   *allocator.Inventory

@@ -80,7 +80,6 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	// older copy, which would show the written devices free until the
 	// watch delivers the write (and another pod could be given them).
 	written := func(uid types.UID) { pl.draManager.ResourceClaims().MaybeRemoveClaimPendingAllocation(uid, true) }
-	allocated := false
 	for i, claim := range s.claims {
 		if pl.reservedFor(pod, claim) {
 			continue
@@ -97,7 +96,11 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 		s.claims[i] = updated
 		written(claim.UID)
-		allocated = allocated || allocationOf[i] != nil
+		if allocationOf[i] != nil {
+			// An allocation is written: the pod stays counted, and its
+			// retry, if any, is not counted again (learnedPods).
+			s.learned = nil
+		}
 	}
 	if ext != nil && res != nil {
 		bound, err := pl.bindExtendedClaim(ctx, pod, ext, s, &res.Allocations[len(s.toAllocate)], note)
@@ -107,13 +110,6 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		written(ext.claim.UID)
 		// Binding conditions are waited for on it as on the others.
 		s.claims = append(s.claims, bound)
-	}
-	if allocated {
-		// Every allocation is written: a retry finds the claims allocated
-		// and counts nothing, so the count stays. After a partial write
-		// Unreserve takes it back, and the retry counts what it
-		// allocates then: the pod once.
-		s.learned = nil
 	}
 	if err := pl.waitForBindingConditions(ctx, pod, nodeName, s); err != nil {
 		return fwk.AsStatus(err)
@@ -172,8 +168,21 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			return fmt.Errorf("resourceclaim %s got allocated elsewhere in the meantime", klog.KObj(claim))
 		}
 		if allocation != nil && claim.Status.Allocation != nil {
-			// Written by another pod of the group sharing the claim.
+			// Written by another pod of the group sharing the claim,
+			// which notes only claims its own cycle allocated: the note
+			// is this pod's.
 			allocation = nil
+			if note != "" && claim.Annotations[PlacementAnnotation] == "" {
+				if claim.Annotations == nil {
+					claim.Annotations = map[string]string{}
+				}
+				claim.Annotations[PlacementAnnotation] = note
+				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
+				if err != nil {
+					return fmt.Errorf("add placement note to resourceclaim %s: %w", klog.KObj(claim), err)
+				}
+				claim = updated
+			}
 		}
 		if allocation != nil {
 			// A claim deallocated after a failed binding keeps its

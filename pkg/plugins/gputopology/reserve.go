@@ -84,8 +84,12 @@ type learnedRequest struct {
 }
 
 // learn counts the pod's request, with where it may run, in the
-// learned workload, and returns what it counted.
+// learned workload, and returns what it counted: nil when the pod was
+// counted before (learnedPods).
 func (pl *GPUTopology) learn(pod *v1.Pod, res *allocator.Result) *learnedRequest {
+	if !pl.learnedPods.add(pod.UID) {
+		return nil
+	}
 	l := &learnedRequest{class: res.Quality.Request, placement: pl.placements.remember(pod)}
 	pl.learner.Observe(l.class, l.placement)
 	return l
@@ -117,8 +121,9 @@ func (pl *GPUTopology) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1
 	}
 	s.learnInPreBind = false // an undone trial is not learned
 	if l := s.learned; l != nil && pl.learner != nil {
-		// Retried, the pod is counted again.
+		// Nothing of it written: retried, the pod is counted anew.
 		pl.learner.Forget(l.class, l.placement)
+		pl.learnedPods.remove(pod.UID)
 		s.learned = nil
 	}
 	logger := klog.FromContext(ctx)
