@@ -903,21 +903,30 @@ func sharedClaimGroup(t *testing.T) (*testEnv, types.UID, *framework.CycleState)
 	return env, env.storedClaim("c").UID, framework.NewCycleState()
 }
 
+// reserveInGroup places and reserves the pods on node-a in one pod-group
+// cycle (group), and returns their cycles.
+func (e *testEnv) reserveInGroup(group *framework.CycleState, pods ...*v1.Pod) []*framework.CycleState {
+	e.tCtx.Helper()
+	var cycles []*framework.CycleState
+	for _, pod := range pods {
+		cs := e.inGroupCycle(group, pod, "node-a")
+		cycles = append(cycles, cs)
+		if status := e.pl.Reserve(e.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+			e.tCtx.Fatalf("Reserve %s: %v", pod.Name, status)
+		}
+	}
+	return cycles
+}
+
 // Pods a and b of a group share claim c, both placed: their binding
 // cycles run at once, each writing c. Neither changes the allocation
 // object that is a's in flight and that b shares (run with -race, as
 // make test-race does, the two wrote its timestamp at once).
 func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 	env, uid, group := sharedClaimGroup(t)
+	env.refuseStaleClaimUpdates()
 	a, b := podWithClaims("a", "c"), podWithClaims("b", "c")
-	var cycles []*framework.CycleState
-	for _, pod := range []*v1.Pod{a, b} {
-		cs := env.inGroupCycle(group, pod, "node-a")
-		cycles = append(cycles, cs)
-		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-			t.Fatalf("Reserve %s: %v", pod.Name, status)
-		}
-	}
+	cycles := env.reserveInGroup(group, a, b)
 	inFlight := env.pl.draManager.ResourceClaims().GetPendingAllocation(uid)
 	if inFlight == nil {
 		t.Fatal("c not in flight after both pods reserved it")
@@ -942,9 +951,9 @@ func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 	if !equality.Semantic.DeepEqual(inFlight, before) {
 		t.Errorf("the in-flight allocation was changed by binding: %+v, was %+v", inFlight, before)
 	}
-	// (What c holds is not checked: the fake clientset does not refuse a
-	// stale update as the API server does, so one pod's write may be
-	// lost here; the integration tests bind groups on a real one.)
+	if c := env.storedClaim("c"); c.Status.Allocation == nil || len(c.Status.ReservedFor) != 2 {
+		t.Errorf("c holds allocation %v reserved for %v, want both pods'", c.Status.Allocation, c.Status.ReservedFor)
+	}
 }
 
 // Pods a and b of a group share claim c, which a's cycle allocated; b
@@ -954,16 +963,8 @@ func TestPodGroupSharedClaimBoundConcurrently(t *testing.T) {
 func TestPodGroupSharedClaimNotedByThePodThatAllocatedIt(t *testing.T) {
 	env := fourGPUNode(t, claim("c", 2).Obj(), claim("b-own", 1).Obj())
 	env.refuseStaleClaimUpdates()
-	group := framework.NewCycleState()
 	a, b := podWithClaims("a", "c"), podWithClaims("b", "c", "b-own")
-	var cycles []*framework.CycleState
-	for _, pod := range []*v1.Pod{a, b} {
-		cs := env.inGroupCycle(group, pod, "node-a")
-		cycles = append(cycles, cs)
-		if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
-			t.Fatalf("Reserve %s: %v", pod.Name, status)
-		}
-	}
+	cycles := env.reserveInGroup(framework.NewCycleState(), a, b)
 	for _, i := range []int{1, 0} {
 		cycles[i].SetPodGroupSchedulingCycle(nil)
 		pod := []*v1.Pod{a, b}[i]

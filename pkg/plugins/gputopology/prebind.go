@@ -172,38 +172,20 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			// which notes only claims its own cycle allocated: the note
 			// is this pod's.
 			allocation = nil
-			if note != "" && claim.Annotations[PlacementAnnotation] == "" {
-				if claim.Annotations == nil {
-					claim.Annotations = map[string]string{}
-				}
-				claim.Annotations[PlacementAnnotation] = note
-				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
-				if err != nil {
-					return fmt.Errorf("add placement note to resourceclaim %s: %w", klog.KObj(claim), err)
-				}
-				claim = updated
+			annotated, err := annotate(ctx, claims, claim, false, note, false)
+			if err != nil {
+				return err
 			}
+			claim = annotated
 		}
 		if allocation != nil {
 			// A claim deallocated after a failed binding keeps its
 			// finalizer; its note is written again for the new devices.
-			hasFinalizer := slices.Contains(claim.Finalizers, resourceapi.Finalizer)
-			if !hasFinalizer || note != "" && claim.Annotations[PlacementAnnotation] != note {
-				if !hasFinalizer {
-					claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
-				}
-				if note != "" {
-					if claim.Annotations == nil {
-						claim.Annotations = map[string]string{}
-					}
-					claim.Annotations[PlacementAnnotation] = note
-				}
-				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
-				if err != nil {
-					return fmt.Errorf("add finalizer and placement note to resourceclaim %s: %w", klog.KObj(claim), err)
-				}
-				claim = updated
+			annotated, err := annotate(ctx, claims, claim, true, note, true)
+			if err != nil {
+				return err
 			}
+			claim = annotated
 			claim.Status.Allocation = allocation
 			// As upstream, only with binding conditions on: the binding
 			// timeout counts from it. Unlike upstream, an allocation made
@@ -254,6 +236,33 @@ func hasBindingConditions(claim *resourceapi.ResourceClaim) bool {
 // sameDevices: two allocations of the same devices on the same nodes.
 func sameDevices(a, b *resourceapi.AllocationResult) bool {
 	return apiequality.Semantic.DeepEqual(a.Devices.Results, b.Devices.Results) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
+}
+
+// annotate adds to the claim what it lacks of the finalizer (with
+// finalizer) and of the placement note (unless note is "": replacing
+// another only with replace), in one update; the claim as it is when it
+// lacks nothing.
+func annotate(ctx context.Context, claims resourcev1client.ResourceClaimInterface, claim *resourceapi.ResourceClaim, finalizer bool, note string, replace bool) (*resourceapi.ResourceClaim, error) {
+	addFinalizer := finalizer && !slices.Contains(claim.Finalizers, resourceapi.Finalizer)
+	have := claim.Annotations[PlacementAnnotation]
+	addNote := note != "" && have != note && (replace || have == "")
+	if !addFinalizer && !addNote {
+		return claim, nil
+	}
+	if addFinalizer {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+	}
+	if addNote {
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[PlacementAnnotation] = note
+	}
+	updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("add finalizer and placement note to resourceclaim %s: %w", klog.KObj(claim), err)
+	}
+	return updated, nil
 }
 
 // writtenAnyway reads the claim back after its status write failed with
