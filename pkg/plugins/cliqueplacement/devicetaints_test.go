@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -56,12 +57,33 @@ func TestUntaintedOnly(t *testing.T) {
 				fts:        plfeature.Features{EnableDRADeviceTaints: !tc.gateOff},
 				draManager: draWithClaims{claims: claimsByName{claims: claims}},
 			}
-			if diff := cmp.Diff(tc.want, pl.untaintedOnly(counted, tc.pods)); diff != "" {
+			got, left := pl.untaintedOnly(counted, tc.pods)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("free GPUs (-want +got):\n%s", diff)
+			}
+			if wantLeft := all["t0"].Free - tc.want["t0"].Free; left != wantLeft {
+				t.Errorf("%d free GPUs left out, want %d", left, wantLeft)
 			}
 			if diff := cmp.Diff(all, counted); diff != "" {
 				t.Errorf("the counts given changed (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A group refused for want of free GPUs is told of the tainted ones left
+// out, which kubectl gputopo nodes shows free.
+func TestRefusalNamesTaintedGPUsLeftOut(t *testing.T) {
+	refusal := fwk.NewStatus(fwk.Unschedulable, "the pod group needs at least 8 free GPUs in one nvidia.com/gpu.clique domain; the most free in one is 4")
+	if got := withTaintedLeftOut(nil, 3); got != nil {
+		t.Errorf("no refusal became %v", got)
+	}
+	if got := withTaintedLeftOut(refusal, 0); got != refusal {
+		t.Errorf("a refusal with nothing left out became %v", got)
+	}
+	got := withTaintedLeftOut(refusal, 4)
+	want := refusal.Message() + " (4 more free GPUs carry a NoSchedule or NoExecute device taint, and no GPU request of the group has tolerations)"
+	if got.Code() != fwk.Unschedulable || got.Message() != want {
+		t.Errorf("got %v %q, want %v %q", got.Code(), got.Message(), fwk.Unschedulable, want)
 	}
 }

@@ -55,7 +55,8 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, pl.untaintedOnly(gpus, pg.GetUnscheduledPods()), pl.fts.EnableTaintTolerationComparisonOperators)
+	usable, tainted := pl.untaintedOnly(gpus, pg.GetUnscheduledPods())
+	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, usable, pl.fts.EnableTaintTolerationComparisonOperators)
 	pinned, status := pinnedDomain(logger, scheduled, key, gpus, pl.fh.SnapshotSharedLister().NodeInfos().Get)
 	if status != nil {
 		return nil, status
@@ -72,7 +73,7 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 		cands, status = candidates(domains, key, need, pinned, selected, "")
 	}
 	if status != nil {
-		return nil, status
+		return nil, withTaintedLeftOut(status, tainted)
 	}
 	chosen := cands
 	if need.gpus > 0 {
