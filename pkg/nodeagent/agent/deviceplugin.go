@@ -20,7 +20,7 @@ import (
 func (a *Agent) noticeDevicePlugin(ctx context.Context, node *v1.Node) {
 	n := devicePluginGPUs(node)
 	a.publishMu.Lock()
-	changed := a.layout.SetDevicePluginGPUs(n)
+	changed := a.layout.SetDevicePlugin(n > 0)
 	a.publishMu.Unlock()
 	if !changed {
 		return

@@ -34,11 +34,11 @@ type Layout struct {
 	// withheld devices are known by name (claims on them still prepare
 	// and unprepare) but not published.
 	withheld map[string]bool
-	// devicePluginGPUs: how many GPUs a device plugin advertises on the
-	// node (SetDevicePluginGPUs); while any, every device is published
-	// tainted (DevicePluginTaintKey).
-	devicePluginGPUs int64
-	cfg              config.Config
+	// devicePlugin: a device plugin advertises GPUs on the node
+	// (SetDevicePlugin); meanwhile every device is published tainted
+	// (DevicePluginTaintKey).
+	devicePlugin bool
+	cfg          config.Config
 }
 
 // NewLayout decides the devices of the node's GPUs under cfg.
@@ -68,23 +68,16 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 				}
 			}
 		case config.Shared:
-			if err := migComing(g, mode); err != nil {
+			if err := notMIG(g, mode); err != nil {
 				return nil, err
-			}
-			if g.MIGEnabled {
-				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
 			}
 			if err := sharesFit(g, cfg.Shared); err != nil {
 				return nil, err
 			}
 			l.add(whole)
 		default:
-			if err := migComing(g, mode); err != nil {
+			if err := notMIG(g, mode); err != nil {
 				return nil, err
-			}
-			// CUDA sees no device on a GPU in MIG mode without instances.
-			if g.MIGEnabled {
-				return nil, fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
 			}
 			l.add(whole)
 		}
@@ -92,14 +85,18 @@ func NewLayout(node string, gpus []discovery.GPU, cfg config.Config) (*Layout, e
 	return l, nil
 }
 
-// migComing refuses a GPU offered whole or shared whose MIG mode was
-// enabled and takes effect at its next reset: from then on CUDA would
-// see no device on it, and the pods it was handed out to would fail.
-func migComing(g *discovery.GPU, mode config.Mode) error {
-	if g.MIGEnabled || !g.MIGPending {
-		return nil
+// notMIG refuses a GPU offered whole or shared whose MIG mode is on, or
+// was enabled and takes effect at its next reset: CUDA sees no device on
+// a GPU in MIG mode without instances, and the pods it was handed out to
+// would fail.
+func notMIG(g *discovery.GPU, mode config.Mode) error {
+	switch {
+	case g.MIGEnabled:
+		return fmt.Errorf("GPU %d (%s): configured mode %q but MIG mode is on; disable MIG or choose mode %q", g.Index, g.UUID, mode, config.MIG)
+	case g.MIGPending:
+		return fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode was enabled and takes effect at the GPU's next reset or the node's reboot; disable it again or choose mode %q", g.Index, g.UUID, g.Product, mode, config.MIG)
 	}
-	return fmt.Errorf("GPU %d (%s, %s): configured mode %q but MIG mode was enabled and takes effect at the GPU's next reset or the node's reboot; disable it again or choose mode %q", g.Index, g.UUID, g.Product, mode, config.MIG)
+	return nil
 }
 
 // sharesFit checks the shared request policy against the GPU's memory:

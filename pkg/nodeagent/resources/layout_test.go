@@ -367,8 +367,8 @@ func TestDevicePluginTaint(t *testing.T) {
 		{gpus: 4, changed: false, withDevicePlugin: 8 * 19},
 		{gpus: 0, changed: true},
 	} {
-		if changed := l.SetDevicePluginGPUs(step.gpus); changed != step.changed {
-			t.Errorf("SetDevicePluginGPUs(%d) changed the taints: %v, want %v", step.gpus, changed, step.changed)
+		if changed := l.SetDevicePlugin(step.gpus > 0); changed != step.changed {
+			t.Errorf("SetDevicePlugin(%v) changed the taints: %v, want %v", step.gpus > 0, changed, step.changed)
 		}
 		devs, _ := poolOf(t, l, health)
 		withTaint, withBoth := 0, 0

@@ -38,21 +38,21 @@ func (l *Layout) TaintKey() string { return l.Driver + "/unhealthy" }
 // a device plugin advertises GPUs on the node: "<driver>/device-plugin".
 func (l *Layout) DevicePluginTaintKey() string { return l.Driver + "/device-plugin" }
 
-// SetDevicePluginGPUs records how many GPUs a device plugin advertises on
-// the node, and reports whether that changes the published taints. The device plugin
-// hands the same GPUs to pods without a claim, so a claim must not get
-// them: NoSchedule keeps new allocations off and leaves the pods that
-// run alone.
-func (l *Layout) SetDevicePluginGPUs(n int64) bool {
-	changed := (n > 0) != (l.devicePluginGPUs > 0)
-	l.devicePluginGPUs = n
+// SetDevicePlugin records whether a device plugin advertises GPUs on the
+// node, and reports whether that changes the published taints. The
+// device plugin hands the same GPUs to pods without a claim, so a claim
+// must not get them: NoSchedule keeps new allocations off and leaves the
+// pods that run alone.
+func (l *Layout) SetDevicePlugin(present bool) bool {
+	changed := present != l.devicePlugin
+	l.devicePlugin = present
 	return changed
 }
 
 // devicePluginTaint is the taint every device carries while a device
 // plugin advertises GPUs on the node; nil when none does.
 func (l *Layout) devicePluginTaint() *resourceapi.DeviceTaint {
-	if l.devicePluginGPUs <= 0 {
+	if !l.devicePlugin {
 		return nil
 	}
 	// No value: the resource's name is not a valid one (a label value).
@@ -80,8 +80,8 @@ func (l *Layout) Resources(taints map[string]Taint) resourceslice.DriverResource
 	for _, d := range l.Devices {
 		if !l.withheld[d.Name] {
 			dev := l.apiDevice(d, taints[d.GPU.UUID])
-			if t := devicePlugin; t != nil {
-				dev.Taints = append(dev.Taints, *t)
+			if devicePlugin != nil {
+				dev.Taints = append(dev.Taints, *devicePlugin)
 			}
 			devices = append(devices, dev)
 		}

@@ -172,7 +172,7 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 			// which notes only claims its own cycle allocated: the note
 			// is this pod's.
 			allocation = nil
-			annotated, err := annotate(ctx, claims, claim, false, note, false)
+			annotated, err := annotate(ctx, claims, claim, note, false)
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 		if allocation != nil {
 			// A claim deallocated after a failed binding keeps its
 			// finalizer; its note is written again for the new devices.
-			annotated, err := annotate(ctx, claims, claim, true, note, true)
+			annotated, err := annotate(ctx, claims, claim, note, true)
 			if err != nil {
 				return err
 			}
@@ -200,7 +200,7 @@ func (pl *GPUTopology) bindClaim(ctx context.Context, pod *v1.Pod, claim *resour
 		if claim.Status.Allocation == nil {
 			return fmt.Errorf("resourceclaim %s got deallocated elsewhere in the meantime", klog.KObj(claim))
 		}
-		if allocation == nil && slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == binding.UID }) {
+		if allocation == nil && reservedForUID(claim, binding.UID) {
 			// Reserved for the pod's PodGroup by another pod of it.
 			return nil
 		}
@@ -238,14 +238,14 @@ func sameDevices(a, b *resourceapi.AllocationResult) bool {
 	return apiequality.Semantic.DeepEqual(a.Devices.Results, b.Devices.Results) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
 }
 
-// annotate adds to the claim what it lacks of the finalizer (with
-// finalizer) and of the placement note (unless note is "": replacing
-// another only with replace), in one update; the claim as it is when it
-// lacks nothing.
-func annotate(ctx context.Context, claims resourcev1client.ResourceClaimInterface, claim *resourceapi.ResourceClaim, finalizer bool, note string, replace bool) (*resourceapi.ResourceClaim, error) {
-	addFinalizer := finalizer && !slices.Contains(claim.Finalizers, resourceapi.Finalizer)
+// annotate adds to the claim what it lacks, in one update: the placement
+// note (unless note is ""), and, when this pod writes the claim's
+// allocation (allocating), the finalizer; a note another pod's cycle
+// wrote is replaced only then. The claim as it is when it lacks nothing.
+func annotate(ctx context.Context, claims resourcev1client.ResourceClaimInterface, claim *resourceapi.ResourceClaim, note string, allocating bool) (*resourceapi.ResourceClaim, error) {
+	addFinalizer := allocating && !slices.Contains(claim.Finalizers, resourceapi.Finalizer)
 	have := claim.Annotations[PlacementAnnotation]
-	addNote := note != "" && have != note && (replace || have == "")
+	addNote := note != "" && have != note && (allocating || have == "")
 	if !addFinalizer && !addNote {
 		return claim, nil
 	}
@@ -279,10 +279,16 @@ func writtenAnyway(ctx context.Context, claims resourcev1client.ResourceClaimInt
 	if getErr != nil || latest.UID != wrote.UID || latest.Status.Allocation == nil || !sameDevices(latest.Status.Allocation, wrote.Status.Allocation) {
 		return nil
 	}
-	if !slices.ContainsFunc(latest.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == binding.UID }) {
+	if !reservedForUID(latest, binding.UID) {
 		return nil
 	}
 	return latest
+}
+
+// reservedForUID reports whether the claim is reserved for the consumer
+// (a pod, or a PodGroup) with this UID.
+func reservedForUID(claim *resourceapi.ResourceClaim, uid types.UID) bool {
+	return slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == uid })
 }
 
 // podClaimFor finds the pod's entry that names the claim.

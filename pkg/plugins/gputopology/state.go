@@ -61,8 +61,9 @@ type stateData struct {
 	// counts the pod once, in PreBind, once the group is placed.
 	learnInPreBind bool
 	// learned is what Reserve (or PreBind) counted in the learned
-	// workload, for Unreserve to take back (a pod not bound is counted again when it
-	// is retried); nil when nothing.
+	// workload, for Unreserve to take back while PreBind has written
+	// none of the pod's allocations (its retry counts it anew); nil when
+	// nothing is to be taken back.
 	learned *learnedRequest
 
 	mu sync.Mutex
