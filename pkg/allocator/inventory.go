@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // Inventory indexes ResourceSlices once so that many pods and nodes can be
@@ -268,7 +270,7 @@ func (inv *Inventory) consider(g *gathered, node *v1.Node, s *resourceapi.Resour
 	if !inv.features.PartitionableDevices && (s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.SharedCounters) > 0) {
 		return nil
 	}
-	if usesCompatibilityGroups(s) {
+	if topology.UsesCompatibilityGroups(s) {
 		return nil
 	}
 	if !inv.legacy || len(s.Spec.SharedCounters) == 0 {
@@ -376,7 +378,7 @@ func (inv *Inventory) poolGeneration(id poolID, gen int64) (bool, []*resourceapi
 		switch {
 		case s.Spec.Pool.Generation > gen:
 			return true, nil
-		case s.Spec.Pool.Generation == gen && !usesCompatibilityGroups(s):
+		case s.Spec.Pool.Generation == gen && !topology.UsesCompatibilityGroups(s):
 			same = append(same, s)
 		}
 	}

@@ -254,22 +254,6 @@ func (p *pool) resolveConsumption(d *device) ([]counterUse, []resource.Quantity,
 	return uses, amounts, nil
 }
 
-// usesCompatibilityGroups reports whether a device of the slice declares
-// compatibility groups (alpha in 1.37). The engine does not implement
-// them (New refuses the gate), and with the gate off upstream ignores
-// such slices entirely, which leaves their pool incomplete: so does the
-// engine.
-func usesCompatibilityGroups(s *resourceapi.ResourceSlice) bool {
-	for i := range s.Spec.Devices {
-		for _, cc := range s.Spec.Devices[i].ConsumesCounters {
-			if len(cc.CompatibilityGroups) > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func (p *pool) usesOf(i int) []counterUse {
 	if p.uses == nil {
 		return nil

@@ -11,6 +11,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputopo/gputopo/pkg/topology"
 )
 
 // validate re-checks allocation results against the problem, independently
@@ -374,7 +376,7 @@ func newVisibility(p *problem) *visibility {
 	v := &visibility{devices: map[structured.DeviceID]visDevice{}, pools: map[string]*visPool{}}
 	var counted []*resourceapi.ResourceSlice
 	for _, s := range p.slices {
-		if !p.features.CompatibilityGroups && usesCompatibilityGroups(s) {
+		if !p.features.CompatibilityGroups && topology.UsesCompatibilityGroups(s) {
 			continue // ignored, so the pool is incomplete if it counts the slice
 		}
 		counted = append(counted, s)

@@ -81,7 +81,7 @@ func TestListsInPages(t *testing.T) {
 	}
 	// A device placed by its own nodeName, in a slice of no node.
 	fabric := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", PerDeviceNodeSelection: ptr.To(true),
-		Pool: resourceapi.ResourcePool{Name: "fabric"}, Devices: []resourceapi.Device{device("f-0", gpu("f0", ""))}}}
+		Pool: resourceapi.ResourcePool{Name: "fabric", ResourceSliceCount: 1}, Devices: []resourceapi.Device{device("f-0", gpu("f0", ""))}}}
 	fabric.Spec.Devices[0].NodeName = ptr.To("n0007")
 	sl = append(sl, fabric)
 	client := fake.NewClientset()

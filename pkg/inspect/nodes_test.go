@@ -19,7 +19,7 @@ func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttrib
 
 func slice(node string, devs ...resourceapi.Device) resourceapi.ResourceSlice {
 	return resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To(node),
-		Pool: resourceapi.ResourcePool{Name: node}, Devices: devs}}
+		Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1}, Devices: devs}}
 }
 
 func device(name string, attrs map[string]string) resourceapi.Device {
@@ -148,7 +148,7 @@ func TestSeveralDrivers(t *testing.T) {
 	fresh := slice("a", device("a-0", gpu("a0", "nv")))
 	fresh.Spec.Pool.Generation = 1
 	perDevice := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", PerDeviceNodeSelection: ptr.To(true),
-		Pool: resourceapi.ResourcePool{Name: "fabric"}, Devices: []resourceapi.Device{device("f-0", gpu("f0", "")), device("f-1", gpu("f1", ""))}}}
+		Pool: resourceapi.ResourcePool{Name: "fabric", ResourceSliceCount: 1}, Devices: []resourceapi.Device{device("f-0", gpu("f0", "")), device("f-1", gpu("f1", ""))}}}
 	perDevice.Spec.Devices[0].NodeName = ptr.To("a")
 	perDevice.Spec.Devices[1].AllNodes = ptr.To(true)
 	published := []resourceapi.ResourceSlice{nic, old, fresh, perDevice}

@@ -73,7 +73,7 @@ type indexedGPU struct {
 // IndexGPUs reads the slices for Count.
 func IndexGPUs(slices []*resourceapi.ResourceSlice) *GPUIndex {
 	x := &GPUIndex{}
-	for _, s := range NewestGenerations(slices) {
+	for _, s := range AllocatableSlices(slices) {
 		for di := range s.Spec.Devices {
 			d := &s.Spec.Devices[di]
 			node := DeviceNode(s, d)
@@ -148,8 +148,47 @@ func (n *NodeGPUs) addClique(id string, first bool) {
 	}
 }
 
-// NewestGenerations keeps the slices of each pool's newest generation,
-// the only ones the allocator reads.
+// AllocatableSlices keeps the slices whose devices the allocator may
+// hand out: each pool's newest generation, of the pools that generation
+// publishes in full (as many slices as their resourceSliceCount, not
+// counting those with compatibility groups, which the allocator ignores).
+// As upstream, a pool missing a slice (its driver republishing, or a
+// slice lost) offers none of its devices, so its GPUs are not free.
+func AllocatableSlices(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	type pool struct{ driver, name string }
+	newest := NewestGenerations(slices)
+	seen := map[pool]int64{}
+	for _, s := range newest {
+		if !UsesCompatibilityGroups(s) {
+			seen[pool{s.Spec.Driver, s.Spec.Pool.Name}]++
+		}
+	}
+	out := make([]*resourceapi.ResourceSlice, 0, len(newest))
+	for _, s := range newest {
+		if !UsesCompatibilityGroups(s) && seen[pool{s.Spec.Driver, s.Spec.Pool.Name}] == s.Spec.Pool.ResourceSliceCount {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// UsesCompatibilityGroups reports whether a device of the slice declares
+// compatibility groups (alpha in 1.37). The engine does not implement
+// them (it refuses the gate), and with the gate off upstream ignores
+// such slices entirely, which leaves their pool incomplete.
+func UsesCompatibilityGroups(s *resourceapi.ResourceSlice) bool {
+	for i := range s.Spec.Devices {
+		for _, cc := range s.Spec.Devices[i].ConsumesCounters {
+			if len(cc.CompatibilityGroups) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// NewestGenerations keeps the slices of each pool's newest generation:
+// what the fleet's drivers publish now, complete or not.
 func NewestGenerations(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 	type pool struct{ driver, name string }
 	newest := map[pool]int64{}

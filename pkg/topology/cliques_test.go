@@ -23,6 +23,12 @@ func tray(node string, generation int64, devices map[string][]any) *resourceapi.
 	return s
 }
 
+// ofTwo makes s one of its pool's two slices.
+func ofTwo(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	s.Spec.Pool.ResourceSliceCount = 2
+	return s
+}
+
 func gpuAttrs(uuid, clique string) []any {
 	kv := []any{"type", "gpu", "uuid", uuid}
 	if clique != "" {
@@ -88,6 +94,13 @@ func TestWholeGPUsByNode(t *testing.T) {
 			}
 			return s
 		}(),
+		// A pool that publishes one of its two slices offers no device
+		// (upstream's incomplete pool); so does one whose newer
+		// generation is half published, though the older one is whole.
+		ofTwo(tray("t9", 1, map[string][]any{"gpu-0": gpuAttrs("i0", "c.1")})),
+		ofTwo(tray("t10", 1, map[string][]any{"gpu-0": gpuAttrs("j0", "c.1")})),
+		ofTwo(tray("t10", 1, map[string][]any{"gpu-1": gpuAttrs("j1", "c.1")})),
+		ofTwo(tray("t10", 2, map[string][]any{"gpu-0": gpuAttrs("j0", "c.1")})),
 	}
 	taken := func(driver, pool, device string) bool {
 		return pool == "t0" && (device == "gpu-1" || device == "gpu-3-mig-1g") || pool == "t8" && device == "gpu-1"

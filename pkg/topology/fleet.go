@@ -119,7 +119,7 @@ type fleetCandidate struct {
 // what is allocated. It costs O(devices × counters each consumes) and
 // allocates per GPU and per counter, never per pair.
 func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) FleetSummary {
-	current := NewestGenerations(slices)
+	current := AllocatableSlices(slices)
 
 	// Counters: what each set holds and what allocated devices consume.
 	sets := NewCounterSets(current)

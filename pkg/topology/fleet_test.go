@@ -219,6 +219,18 @@ func TestSummarizeFleet(t *testing.T) {
 		},
 		want: FleetSummary{GPUs: 2, Free: 2, MIGPlaceable: noMIG},
 	}, {
+		name: "a pool missing a slice offers nothing: not counted, as the allocator cannot hand its devices out",
+		slices: []*resourceapi.ResourceSlice{
+			gpuNode("n0", 2, nil),
+			// The MIG GPU's devices without their counter slice.
+			migNode("m0")[1],
+			// A newer generation half published replaces a whole one.
+			ofTwo(tray("n1", 1, map[string][]any{"gpu-0": gpuAttrs("a", "")})),
+			ofTwo(tray("n1", 1, map[string][]any{"gpu-1": gpuAttrs("b", "")})),
+			ofTwo(tray("n1", 2, map[string][]any{"gpu-0": gpuAttrs("a", "")})),
+		},
+		want: FleetSummary{GPUs: 2, Free: 2, MIGPlaceable: noMIG},
+	}, {
 		name: "devices that name their node count on it; a uuid another node's driver reuses is another GPU",
 		slices: []*resourceapi.ResourceSlice{
 			tray("n0", 1, map[string][]any{"gpu-0": gpuAttrs("0", "")}),
