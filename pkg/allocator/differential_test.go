@@ -50,15 +50,20 @@ func ourAllocate(p *problem, pol Policy, host *HostUse) (*Result, outcome, error
 	}
 	s := e.NewSession(NewInventory(p.slices, p.features), p.classes, p.state, p.claims)
 	res, err := s.Allocate(context.Background(), p.node, host)
+	return res, outcomeOf(err), err
+}
+
+// outcomeOf classifies the engine's error.
+func outcomeOf(err error) outcome {
 	switch {
+	case err == nil:
+		return outcomeOK
 	case errors.Is(err, ErrInvalidPool):
-		return nil, outcomeInvalidPool, err
+		return outcomeInvalidPool
 	case errors.Is(err, ErrUnsatisfiable):
-		return nil, outcomeNone, err
-	case err != nil:
-		return nil, outcomeError, err
+		return outcomeNone
 	}
-	return res, outcomeOK, nil
+	return outcomeError
 }
 
 // withoutShareIDs clears the random share IDs so results can be compared.
@@ -84,10 +89,7 @@ func checkAgainstUpstream(p *problem) error {
 			return fmt.Errorf("validator rejects upstream's result (validator bug?): %w", err)
 		}
 	}
-	for _, pol := range []struct {
-		name string
-		p    Policy
-	}{{"first-fit", firstFitPolicy()}, {"default", DefaultPolicy()}} {
+	for _, pol := range policies {
 		ours, out, err := ourAllocate(p, pol.p, p.host)
 		// On the stable path upstream's answer may vary by run.
 		agrees := out == upOut || (isLegacy(p.features) && upstreamMaySay(p, out))
