@@ -336,9 +336,8 @@ func TestDevicePluginNodeScoresNeutral(t *testing.T) {
 	}
 }
 
-// The placement note on each claim names every claim of the allocation:
-// the pod's own claim's note names the extended-resource claim by what it
-// will be called (it does not exist yet when the note is written). A
+// The placement note of the pod's own claim names its devices; that of
+// the extended-resource claim, made after it, names every claim's. A
 // claim deallocated after a failed binding keeps its finalizer; its note
 // is written again for the new devices, not left naming the old ones.
 func TestPlacementNotes(t *testing.T) {
@@ -357,16 +356,46 @@ func TestPlacementNotes(t *testing.T) {
 	env.bindOn(pod, "node-a")
 	own := env.storedClaim("c")
 	note := own.Annotations[PlacementAnnotation]
-	if !strings.HasPrefix(note, "allocated c=[gpu-") || !strings.Contains(note, " p-extended-resources=[gpu-") || strings.Contains(note, " =[") || !strings.Contains(note, "on node node-a") {
-		t.Errorf("note of the pod's claim %q, want c and p-extended-resources on node-a", note)
+	if !strings.HasPrefix(note, "allocated c=[gpu-") || strings.Contains(note, "extended-resources") || !strings.Contains(note, "] on node node-a") {
+		t.Errorf("note of the pod's claim %q, want c's devices alone on node-a", note)
 	}
 	if n := len(own.Finalizers); n != 1 {
 		t.Errorf("finalizers %v, want one", own.Finalizers)
 	}
 	for _, c := range env.claimsInNamespace() {
-		if strings.HasPrefix(c.Name, "p-extended-resources-") && !strings.Contains(c.Annotations[PlacementAnnotation], " "+c.Name+"=[gpu-") {
-			t.Errorf("note of the extended-resource claim %q, want its name", c.Annotations[PlacementAnnotation])
+		if n := c.Annotations[PlacementAnnotation]; strings.HasPrefix(c.Name, "p-extended-resources-") && (!strings.HasPrefix(n, "allocated c=[gpu-") || !strings.Contains(n, " "+c.Name+"=[gpu-")) {
+			t.Errorf("note of the extended-resource claim %q, want c's devices and its own", n)
 		}
+	}
+}
+
+// A pod's own claim is written before its extended-resource claim is
+// made; when making that claim fails (here a quota refuses it), the own
+// claim stays allocated for the retry, and its note must not name
+// devices of a claim that was never made.
+func TestPlacementNoteWhenTheExtendedClaimIsRefused(t *testing.T) {
+	pod := extendedGPUPod("p", 2)
+	pod.Spec.ResourceClaims = podWithClaims("p", "c").Spec.ResourceClaims
+	env := newTestEnv(t, objects{
+		nodes:   []*v1.Node{node("node-a")},
+		classes: []*resourceapi.DeviceClass{gpuClass, extendedGPUClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("node-a", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("c", 1).Obj()},
+		pods:    []*v1.Pod{pod},
+	})
+	env.client.PrependReactor("create", "resourceclaims", func(cgotesting.Action) (bool, apiruntime.Object, error) {
+		return true, nil, errors.New(`resourceclaims "p-extended-resources-" is forbidden: exceeded quota: gpus`)
+	})
+	cs := env.scheduleUpTo(pod, "node-a")
+	if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve: %v", status)
+	}
+	wantStatus(t, "PreBind with the claim's creation refused", env.pl.PreBind(env.tCtx, cs, pod, "node-a"), fwk.Error, "exceeded quota")
+	env.pl.Unreserve(env.tCtx, cs, pod, "node-a")
+	own := env.storedClaim("c")
+	note := own.Annotations[PlacementAnnotation]
+	if own.Status.Allocation == nil || !strings.HasPrefix(note, "allocated c=[gpu-") || strings.Contains(note, "extended-resources") {
+		t.Errorf("own claim allocated %t with note %q, want it allocated, its note naming its devices alone", own.Status.Allocation != nil, note)
 	}
 }
 

@@ -59,17 +59,15 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		}
 	}
 	maps.Copy(allocationOf, s.shared)
-	// note words the placement; the pod's own claims are written before
-	// the extended-resource claim exists, so their note names it by what
-	// it will be called (upstream's <pod>-extended-resources-<suffix>).
+	// note words the placement. The pod's own claims are written before
+	// the extended-resource claim is made, which may yet fail (a quota,
+	// a webhook): their note names their own devices, the extended
+	// claim's (given its name) every claim's.
 	note := func(extendedName string) string {
 		if res == nil {
 			return ""
 		}
-		if ext != nil {
-			if extendedName == "" {
-				extendedName = pod.Name + "-extended-resources"
-			}
+		if extendedName != "" {
 			return pl.explain(ctx, pod, nodeName, append(slices.Clip(names), extendedName), res)
 		}
 		return pl.explain(ctx, pod, nodeName, names, res)
@@ -378,10 +376,10 @@ func stillWaiting(claims []*resourceapi.ResourceClaim, timeout time.Duration) st
 	return strings.Join(out, "; ")
 }
 
-// explain words the placement note written on the claims (named in the
-// result's order)
-// (PlacementAnnotation): the devices and why they were chosen. It logs
-// the same at verbosity 3.
+// explain words the placement note written on the claims
+// (PlacementAnnotation): the devices of the named claims, the first of
+// the result's allocations, and why they were chosen. It logs the same
+// at verbosity 3.
 func (pl *GPUTopology) explain(ctx context.Context, pod *v1.Pod, nodeName string, claims []string, res *allocator.Result) string {
 	var devices []string
 	for k, claim := range claims {
