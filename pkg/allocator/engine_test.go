@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -572,5 +573,47 @@ func TestInventoryRefreshKeepsUnchangedViews(t *testing.T) {
 		if v == after[n] {
 			t.Errorf("%s: view handed on after a slice for all nodes came", n)
 		}
+	}
+}
+
+// Views are kept by node name, and Filter asks for CPU nodes' too: an
+// autoscaler that names every node anew must not leave the view of each
+// node it ever made. A node without slices of its own keeps its view
+// across a Refresh only if it was asked for since the one before.
+func TestInventoryRefreshDropsViewsOfNodesGone(t *testing.T) {
+	gpu := pairNode("gpu-0")
+	inv := NewInventory([]*resourceapi.ResourceSlice{gpu}, DefaultFeatures())
+	cpuNode := func(name string) *v1.Node {
+		n := node(name)
+		n.UID = types.UID(name)
+		return n
+	}
+	live := cpuNode("cpu-live")
+	const rounds, perRound = 20, 10
+	for r := range rounds {
+		for _, n := range []*v1.Node{node("gpu-0"), live} {
+			if _, err := inv.view(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before, _ := inv.view(live)
+		for i := range perRound { // seen once, then scaled down for good
+			if _, err := inv.view(cpuNode(fmt.Sprintf("cpu-%d-%d", r, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gpu = gpu.DeepCopy()
+		gpu.Spec.Pool.Generation++ // the GPU node's agent republishes
+		inv = inv.Refresh([]*resourceapi.ResourceSlice{gpu})
+		if after, _ := inv.view(live); after != before {
+			t.Fatalf("round %d: the view of a CPU node in use was built again", r)
+		}
+	}
+	inv.viewsMu.RLock()
+	defer inv.viewsMu.RUnlock()
+	// The live nodes' and the last round's (asked for since the last
+	// Refresh); all rounds' before the fix.
+	if n := len(inv.views); n > 2+perRound {
+		t.Errorf("%d views kept after %d rounds of %d CPU nodes each, want at most %d", n, rounds, perRound, 2+perRound)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -99,6 +100,12 @@ func (inv *Inventory) Refresh(slices []*resourceapi.ResourceSlice) *Inventory {
 // a pool whose slices on the node are not all of it looks at the rest)
 // is built again. view checks the node's UID and labels as for any
 // cached view.
+//
+// A node without slices of its own (a CPU node, which Filter sees too)
+// keeps its view only if it was asked for since the last Refresh: views
+// are kept by node name, and an autoscaler names every node anew, so the
+// views of nodes long deleted would otherwise pile up, one per node ever
+// seen. A deleted GPU node's view goes with its slices.
 func (inv *Inventory) keepViews(next *Inventory) {
 	if inv.legacy || next.legacy || !sameElements(inv.slicesShared, next.slicesShared) {
 		return
@@ -106,7 +113,11 @@ func (inv *Inventory) keepViews(next *Inventory) {
 	inv.viewsMu.RLock()
 	defer inv.viewsMu.RUnlock()
 	for name, v := range inv.views {
-		if !v.readsOtherNodes && sameElements(inv.slicesOnNode[name], next.slicesOnNode[name]) {
+		own := next.slicesOnNode[name]
+		if v.readsOtherNodes || !sameElements(inv.slicesOnNode[name], own) {
+			continue
+		}
+		if used := v.used.Swap(false); len(own) > 0 || used {
 			next.views[name] = v
 		}
 	}
@@ -167,6 +178,8 @@ type nodeView struct {
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID
+	// used: asked for since the inventory's last Refresh (keepViews).
+	used atomic.Bool
 	// byLabels: some slice or device selected this node by its labels;
 	// labels is what they were then.
 	byLabels bool
@@ -186,12 +199,16 @@ func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
 	v, ok := inv.views[node.Name]
 	inv.viewsMu.RUnlock()
 	if ok && v.uid == node.UID && (!v.byLabels || v.labels == labelsKey(node.Labels)) {
+		if !v.used.Load() { // a read, not a write, on every Filter call
+			v.used.Store(true)
+		}
 		return v, nil
 	}
 	v, err := inv.buildView(node)
 	if err != nil {
 		return nil, err
 	}
+	v.used.Store(true)
 	inv.viewsMu.Lock()
 	inv.views[node.Name] = v
 	inv.viewsMu.Unlock()
