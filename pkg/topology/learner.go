@@ -13,7 +13,9 @@ import (
 // seen and fades as requests arrive. Observed requests are merged into
 // classes by GPU count, share (to 1%), CPU (whole cores, rounded up) and
 // memory (GiB, rounded up), and the MaxClasses heaviest classes are kept:
-// Fragmentation's cost grows with the number of classes.
+// Fragmentation's cost grows with the number of classes. Past 4 x
+// MaxClasses classes counted, all but the 2 x MaxClasses heaviest are
+// dropped (foldClasses).
 //
 // Where requests may run is learned beside their size, as a count per
 // placement key (an opaque encoding of the pods' node constraints, ""
@@ -63,6 +65,9 @@ func (l *Learner) Observe(c TaskClass, placement string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.counts[key]++
+	if len(l.counts) > 4*l.maxClasses {
+		l.foldClasses()
+	}
 	l.placements[placement]++
 	if len(l.placements) > 4*l.maxClasses {
 		l.foldPlacements()
@@ -190,6 +195,27 @@ func (l *Learner) foldPlacements() {
 	for _, k := range keys[min(len(keys), l.maxClasses):] {
 		l.placements[""] += l.placements[k]
 		delete(l.placements, k)
+	}
+}
+
+// foldClasses keeps the 2 x maxClasses heaviest classes (room for a
+// class on the rise to reach the estimate's maxClasses) and drops the
+// rest, as build drops all past maxClasses: pods sized one by one (a
+// vertical autoscaler's requests) would otherwise grow the map, and
+// every build's sort, for ever.
+func (l *Learner) foldClasses() {
+	classes := make([]TaskClass, 0, len(l.counts))
+	for c := range l.counts {
+		classes = append(classes, c)
+	}
+	sort.Slice(classes, func(i, j int) bool {
+		if a, b := l.counts[classes[i]], l.counts[classes[j]]; a != b {
+			return a > b
+		}
+		return less(classes[i], classes[j])
+	})
+	for _, c := range classes[min(len(classes), 2*l.maxClasses):] {
+		delete(l.counts, c)
 	}
 }
 

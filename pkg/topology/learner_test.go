@@ -86,6 +86,24 @@ func TestLearnerPlacementsBounded(t *testing.T) {
 	}
 }
 
+// TestLearnerClassesBounded: pods sized one by one (a vertical
+// autoscaler's requests) do not grow the learner for ever; the heaviest
+// classes stay in the estimate.
+func TestLearnerClassesBounded(t *testing.T) {
+	l := NewLearner(Workload{{GPUs: 1, Share: 1, Weight: 1}}, 0, 4)
+	heavy := TaskClass{GPUs: 8, Share: 1, CPUMilli: 96000, MemoryMiB: 1 << 20}
+	for i := range 1000 {
+		l.Observe(heavy, "")
+		l.Observe(TaskClass{GPUs: 1, Share: 1, CPUMilli: int64(i) * 1000}, "")
+	}
+	if n := len(l.counts); n > 4*4 {
+		t.Errorf("%d classes counted, want at most 16", n)
+	}
+	if w := l.Workload(); len(w) == 0 || w[0].GPUs != 8 || w[0].Weight != 1000 {
+		t.Errorf("estimate %+v, want the 8-GPU class first, seen 1000 times", w)
+	}
+}
+
 // TestLearnerForget: a request taken back leaves the estimate as if it
 // never came, also when its placement key was folded into the
 // unconstrained count meanwhile; one never counted changes nothing.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"weak"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -115,13 +117,22 @@ type admission struct {
 	// free GPUs over the free GPUs of the nodes it admits (pressure).
 	pressure []float64
 	perNode  sync.Map // node name -> nodeExclusion
+	// stored counts perNode's stores: past maxExclusions it starts
+	// afresh, so that the names of nodes long deleted (an autoscaler
+	// names each anew) do not pile up while a learner build lasts.
+	stored atomic.Int64
 }
+
+// maxExclusions bounds the node names an admission remembers.
+const maxExclusions = 1 << 16
 
 // nodeExclusion is a node's excluded share and the pressure of the
 // placements that admit it, valid for that node object (informers
-// replace the object when its labels change).
+// replace the object when its labels change). It does not keep the
+// object alive: a deleted node's goes with it, not with the admission,
+// which lasts until the learner's next build.
 type nodeExclusion struct {
-	node     *v1.Node
+	node     weak.Pointer[v1.Node]
 	excluded float64
 	pressure float64
 	admits   []bool // per matcher
@@ -237,11 +248,11 @@ func (a *admission) at(node *v1.Node) nodeExclusion {
 		return nodeExclusion{}
 	}
 	if v, ok := a.perNode.Load(node.Name); ok {
-		if e := v.(nodeExclusion); e.node == node {
+		if e := v.(nodeExclusion); e.node.Value() == node {
 			return e
 		}
 	}
-	e := nodeExclusion{node: node, admits: make([]bool, len(a.matchers))}
+	e := nodeExclusion{node: weak.Make(node), admits: make([]bool, len(a.matchers))}
 	for i := range a.matchers {
 		// Match errors only on a selector the API server does not
 		// admit; such pods run nowhere, so they are excluded here too.
@@ -253,6 +264,10 @@ func (a *admission) at(node *v1.Node) nodeExclusion {
 		case a.pressure != nil:
 			e.pressure += a.pressure[i]
 		}
+	}
+	if a.stored.Add(1) > maxExclusions {
+		a.perNode.Clear()
+		a.stored.Store(0)
 	}
 	a.perNode.Store(node.Name, e)
 	return e

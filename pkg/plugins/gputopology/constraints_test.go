@@ -2,7 +2,9 @@ package gputopology
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"runtime"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -80,6 +82,43 @@ func TestAdmission(t *testing.T) {
 	var none *admission
 	if got := none.excluded(tests[0].node); got != 0 {
 		t.Errorf("nil admission: excluded %v, want 0", got)
+	}
+}
+
+// TestAdmissionKeepsNoNodeAlive: an admission lasts until the learner's
+// next build, and nodes come and go meanwhile (an autoscaler names each
+// anew): it must not keep the Node objects it measured, nor a name for
+// every node ever measured.
+func TestAdmissionKeepsNoNodeAlive(t *testing.T) {
+	var p placements
+	pinned := p.remember(st.MakePod().Name("a").NodeSelector(map[string]string{"pool": "h100"}).Obj())
+	adm, err := p.admissionFor([]topology.Placement{{Key: pinned, Share: 0.5}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure := func(from, to int) {
+		for i := from; i < to; i++ {
+			adm.excluded(st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Label("pool", "h100").Obj())
+		}
+	}
+	measure(0, 100)
+	runtime.GC()
+	runtime.GC()
+	alive := 0
+	adm.perNode.Range(func(_, v any) bool {
+		if v.(nodeExclusion).node.Value() != nil {
+			alive++
+		}
+		return true
+	})
+	if alive > 0 {
+		t.Errorf("%d of 100 nodes measured and dropped are still alive, kept by the admission", alive)
+	}
+	measure(100, 100+2*maxExclusions)
+	names := 0
+	adm.perNode.Range(func(_, _ any) bool { names++; return true })
+	if names > maxExclusions {
+		t.Errorf("%d node names remembered, want at most %d", names, maxExclusions)
 	}
 }
 
