@@ -51,6 +51,14 @@ func (s *gpuState) saved() savedGPU {
 		ActionPending: s.evidence.actionPending, Lost: s.evidence.lost, Recovered: s.evidence.recovered}
 }
 
+// matters: the entry holds a taint, a fault waiting for recovery, or an
+// onset since flapsFrom (within the flap window), which a later run that
+// sees the GPU again must know.
+func (g savedGPU) matters(flapsFrom time.Time) bool {
+	return g.Taint != nil || g.Fatal || g.ActionPending || g.Lost || g.Flapping ||
+		len(since(g.Onsets, flapsFrom)) > 0
+}
+
 func (g savedGPU) state() *gpuState {
 	return &gpuState{taint: g.Taint, last: g.Last, onsets: g.Onsets, flapping: g.Flapping, fatal: g.Fatal,
 		evidence: evidence{actionPending: g.ActionPending, lost: g.Lost, recovered: g.Recovered}}
@@ -59,7 +67,8 @@ func (g savedGPU) state() *gpuState {
 // Restore reads what an earlier run of the agent knew of these GPUs. A
 // GPU this run does not see (lost, or left out at discovery) keeps its
 // entry in the file, so that its taint is there when a later run sees it
-// again. A missing file is a first start. An unreadable one is an error,
+// again, if it holds anything (matters): a healthy GPU replaced for good
+// is forgotten, not carried in the file for ever. A missing file is a first start. An unreadable one is an error,
 // and the monitor starts afresh.
 func (m *Monitor) Restore(ctx context.Context) error {
 	if m.opts.StatePath == "" {
@@ -84,10 +93,12 @@ func (m *Monitor) Restore(ctx context.Context) error {
 	defer m.mu.Unlock()
 	for uuid, g := range f.GPUs {
 		if _, ok := m.gpus[uuid]; !ok {
-			if m.absent == nil {
-				m.absent = map[string]savedGPU{}
+			if g.matters(m.opts.Now().Add(-m.opts.Policy.FlapWindow.Duration)) {
+				if m.absent == nil {
+					m.absent = map[string]savedGPU{}
+				}
+				m.absent[uuid] = g
 			}
-			m.absent[uuid] = g
 			continue
 		}
 		s := g.state()

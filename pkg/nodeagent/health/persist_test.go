@@ -169,3 +169,33 @@ func TestAbsentGPUKeepsItsState(t *testing.T) {
 	f.restart(o)
 	f.want(5, noExecute, "back after a run that did not see it")
 }
+
+// A GPU replaced for good (returned for repair, a new one in its place)
+// is forgotten once a run does not see it, unless it holds something a
+// later run must know: its taint.
+func TestAbsentHealthyGPUForgotten(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{StatePath: filepath.Join(dir, "health.json"), BootIDPath: bootFile(t, dir, "boot-1")}
+	o.Policy = config.Default().Health
+	o.Policy.FatalRecovery = config.RecoverByOperator
+	f := newFixture(t, o)
+	f.xid(5, 48) // GPU 5 tainted; GPU 6 healthy
+	f.after(time.Second)
+	tainted, healthy := f.uuids[5], f.uuids[6]
+
+	f.uuids = slices.Delete(slices.Clone(f.uuids), 5, 7) // both replaced
+	f.restart(o)
+	f.xid(1, 92) // a change: the file is written again
+	f.after(time.Second)
+
+	data, err := os.ReadFile(o.StatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), healthy) {
+		t.Errorf("state file keeps healthy GPU %s that no run sees: %s", healthy, data)
+	}
+	if !strings.Contains(string(data), tainted) {
+		t.Errorf("state file lost tainted GPU %s that no run sees: %s", tainted, data)
+	}
+}
