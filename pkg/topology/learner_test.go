@@ -96,8 +96,8 @@ func TestLearnerClassesBounded(t *testing.T) {
 		l.Observe(heavy, "")
 		l.Observe(TaskClass{GPUs: 1, Share: 1, CPUMilli: int64(i) * 1000}, "")
 	}
-	if n := len(l.counts); n > 4*4 {
-		t.Errorf("%d classes counted, want at most 16", n)
+	if n := len(l.counts); n > 16*4 {
+		t.Errorf("%d classes counted, want at most 64", n)
 	}
 	if w := l.Workload(); len(w) == 0 || w[0].GPUs != 8 || w[0].Weight != 1000 {
 		t.Errorf("estimate %+v, want the 8-GPU class first, seen 1000 times", w)
