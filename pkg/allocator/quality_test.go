@@ -651,3 +651,45 @@ func TestQualityPackingOffCostsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestQualityRequestCountsGPUsOnly: the request class a pod's picks make
+// counts GPUs and partitions, not the other devices its claims take
+// beside them (NVIDIA's compute-domain channel on a GB200 tray, a NIC),
+// which would make the learner see a 5-GPU request that fits no 4-GPU
+// tray; a device that says nothing of what it is still counts.
+func TestQualityRequestCountsGPUsOnly(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	channel := localSlice("node-a", "node-a-channels", plainDevice("channel-0", map[string]resourceapi.DeviceAttribute{"type": str("channel"), "id": num(0)}))
+	channel.Spec.Driver = "compute-domain.nvidia.com"
+	nic := localSlice("node-a", "node-a-nics", plainDevice("nic-0", map[string]resourceapi.DeviceAttribute{"resource.kubernetes.io/pcieRoot": str("pci0000:00")}))
+	nic.Spec.Driver = "nic.example.com"
+	bare := localSlice("node-a", "node-a-bare", plainDevice("dev-0", nil))
+	bare.Spec.Driver = "bare.example.com"
+	classes := classList{gpuClass, class("channel", `device.driver == "compute-domain.nvidia.com"`),
+		class("nic", `device.driver == "nic.example.com"`), class("bare", `device.driver == "bare.example.com"`)}
+	for _, tc := range []struct {
+		name  string
+		other string
+		want  int
+	}{
+		{"a compute-domain channel", "channel", 2},
+		{"a NIC publishing a PCIe root only", "nic", 2},
+		{"a device without attributes", "bare", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(Options{Features: DefaultFeatures(), Policy: DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := NewInventory([]*resourceapi.ResourceSlice{pairNode("node-a"), channel, nic, bare}, DefaultFeatures())
+			claims := []*resourceapi.ResourceClaim{claimOf("c", exact("gpus", gpuClass.Name, 2), exact("other", tc.other, 1))}
+			res, err := e.NewSession(inv, classes, emptyState(), claims).Allocate(ctx, node("node-a"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Quality.Request.GPUs; got != tc.want {
+				t.Errorf("request of 2 GPUs and %s counts %d GPUs, want %d", tc.other, got, tc.want)
+			}
+		})
+	}
+}

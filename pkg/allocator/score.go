@@ -212,14 +212,16 @@ func (r *run) evaluate() Quality {
 
 // requestClass describes the current picks as a workload class: a single
 // shared device counts with the share it loses, anything else as whole
-// devices.
+// devices, GPUs only (countsAsGPU).
 func (r *run) requestClass() topology.TaskClass {
 	c := topology.TaskClass{Share: 1, Weight: 1}
 	var only int
 	for _, picks := range r.picks {
 		for _, pk := range picks {
-			c.GPUs++
-			only = pk.dev
+			if countsAsGPU(r.view.devices[pk.dev].gpu()) {
+				c.GPUs++
+				only = pk.dev
+			}
 		}
 	}
 	if c.GPUs == 1 {
@@ -234,6 +236,15 @@ func (r *run) requestClass() topology.TaskClass {
 	}
 	c.CPUMilli, c.MemoryMiB = r.host.podRequest()
 	return c
+}
+
+// countsAsGPU: a device counts in a request's GPUs if it is a whole GPU
+// or a partition, or says nothing of what it is (a driver without the
+// attributes gputopo reads); not if it is of another type (NVIDIA's
+// compute-domain channel beside a pod's GPUs) or publishes nothing but a
+// PCIe root or NUMA node (another driver's NIC), as WholeGPU judges.
+func countsAsGPU(g topology.GPU) bool {
+	return g.Partition || g.WholeGPU() || (g.Type == "" && !g.HasTopology())
 }
 
 // linkSteps is how many classes worse than the best the node offers so
