@@ -17,6 +17,24 @@ import (
 // profile's size so that keeping one large profile placeable outweighs
 // keeping several small ones.
 
+// maxCounterWeight caps what one counter weighs in a device's size: its
+// total, in milli-units, up to 8 units, a GPU's memory slices. gputopo's
+// node agent counts compute slices (7) and memory slices (1 each), which
+// weigh their totals; NVIDIA's DRA driver counts memory in bytes and
+// streaming multiprocessors by the hundred, which would otherwise drown
+// the rest, so that profiles of one memory size (3g.40gb and 4g.40gb)
+// read as one and the measure could not tell their placements apart.
+const maxCounterWeight = 8000
+
+// consumedWeight is what consuming milli of a counter with this total
+// adds to a size: milli itself when the counter weighs its total.
+func consumedWeight(milli, total int64, weight float64) float64 {
+	if float64(total) <= weight {
+		return float64(milli)
+	}
+	return float64(milli) / float64(total) * weight
+}
+
 // shape is the placements of one size within one counter set.
 type shape struct {
 	set     int
@@ -38,17 +56,20 @@ func (p *pool) buildShapes() {
 		p.counterSet[i] = si
 	}
 	// A device's size is what it consumes of the counter sets it
-	// touches, as a fraction of those sets' totals.
+	// touches, as a fraction of those sets' totals, each counter weighing
+	// its total up to maxCounterWeight.
+	weight := make([]float64, len(p.counterTotal))
 	setTotal := make([]float64, len(setIndex))
 	for i, t := range p.counterTotal {
-		setTotal[p.counterSet[i]] += float64(t)
+		weight[i] = math.Min(float64(t), maxCounterWeight)
+		setTotal[p.counterSet[i]] += weight[i]
 	}
 	p.size = make([]float64, len(p.devices))
 	for li := range p.devices {
 		var used, total float64
 		var seen uint64 // sets already counted, for the first 64 sets
 		for _, u := range p.usesOf(li) {
-			used += float64(u.milli)
+			used += consumedWeight(u.milli, p.counterTotal[u.idx], weight[u.idx])
 			si := p.counterSet[u.idx]
 			if si < 64 && seen&(1<<si) != 0 {
 				continue

@@ -99,9 +99,13 @@ const CounterCompute = "compute"
 func MemorySliceCounter(i int) string { return "memory" + strconv.Itoa(i) }
 
 // IsMemorySliceCounter reports whether a counter is one of
-// MemorySliceCounter's.
+// MemorySliceCounter's, or of NVIDIA's DRA driver, which names them
+// memory-slice-0 … memory-slice-7.
 func IsMemorySliceCounter(name string) bool {
-	digits, ok := strings.CutPrefix(name, "memory")
+	digits, ok := strings.CutPrefix(name, "memory-slice-")
+	if !ok {
+		digits, ok = strings.CutPrefix(name, "memory")
+	}
 	if !ok || digits == "" {
 		return false
 	}

@@ -21,3 +21,15 @@ func TestExtendedRequestContainer(t *testing.T) {
 		}
 	}
 }
+
+func TestIsMemorySliceCounter(t *testing.T) {
+	for name, want := range map[string]bool{
+		MemorySliceCounter(0): true, MemorySliceCounter(7): true,
+		"memory-slice-3": true, // NVIDIA's DRA driver
+		"memory":         false, "memory-slice-": false, "memoryX": false, CounterCompute: false, "multiprocessors": false,
+	} {
+		if got := IsMemorySliceCounter(name); got != want {
+			t.Errorf("IsMemorySliceCounter(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -173,18 +173,21 @@ func lookup(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, dri
 
 // OnNVSwitch reports whether a product is an SXM-style part whose boards
 // connect every GPU through NVSwitch: A100/H100/H200 SXM, B200, GB200 and
-// later. PCIe cards ("PCIe", "NVL" bridged pairs) are not.
+// later. PCIe cards ("PCIe", "NVL" bridged pairs) are not; a Grace
+// Blackwell superchip is, whatever follows its name (NVIDIA's own mock
+// NVML calls the GB200 "NVIDIA GB200 NVL", after the NVL72 rack).
 func OnNVSwitch(product string) bool {
 	p := strings.ToUpper(product)
 	switch {
 	case p == "":
 		return false
+	case strings.Contains(p, "GB200"), strings.Contains(p, "GB300"):
+		return true
 	case strings.Contains(p, "PCIE"), strings.Contains(p, " NVL"), strings.HasSuffix(p, "NVL"):
 		return false
 	case strings.Contains(p, "SXM"), strings.Contains(p, "HBM3"):
 		return true
-	case strings.Contains(p, "H200"), strings.Contains(p, "B200"), strings.Contains(p, "GB200"),
-		strings.Contains(p, "B300"), strings.Contains(p, "GB300"):
+	case strings.Contains(p, "H200"), strings.Contains(p, "B200"), strings.Contains(p, "B300"):
 		return true
 	}
 	return false

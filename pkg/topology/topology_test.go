@@ -53,7 +53,7 @@ func TestPair(t *testing.T) {
 
 func TestOnNVSwitch(t *testing.T) {
 	for p, want := range map[string]bool{
-		"NVIDIA H100 80GB HBM3": true, "NVIDIA H200": true, "NVIDIA B200": true, "NVIDIA GB200": true,
+		"NVIDIA H100 80GB HBM3": true, "NVIDIA H200": true, "NVIDIA B200": true, "NVIDIA GB200": true, "NVIDIA GB200 NVL": true, "NVIDIA GB300": true,
 		"NVIDIA A100-SXM4-40GB": true, "NVIDIA H100 PCIe": false, "NVIDIA H100 NVL": false, "NVIDIA H200 NVL": false,
 		"NVIDIA L40S": false, "Tesla T4": false, "": false,
 	} {
