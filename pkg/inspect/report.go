@@ -87,7 +87,7 @@ func LiveReport(c Cluster, title string, now time.Time) report.Report {
 			r.Pending[reason]++
 		}
 	}
-	summary := topology.SummarizeFleet(pointers(withRuleTaints(c.Slices, c.Rules)), ClaimUsage(c.Claims))
+	summary := topology.SummarizeFleet(pointers(withRuleTaints(c.Slices, c.Rules)), ClaimUsage(c.Claims), nil)
 	return report.Report{
 		Title:      title,
 		Scenario:   "live cluster",

@@ -116,9 +116,12 @@ type fleetCandidate struct {
 }
 
 // SummarizeFleet computes the fleet's summary from its ResourceSlices and
-// what is allocated. It costs O(devices × counters each consumes) and
-// allocates per GPU and per counter, never per pair.
-func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) FleetSummary {
+// what is allocated. A node's clique is its GPUs' cliqueID, or where they
+// publish none, as NVIDIA's DRA driver does, its label in nodeCliques
+// (node name to contract.LabelClique; nil: none), as GPUCliquePlacement
+// reads it. It costs O(devices × counters each consumes) and allocates
+// per GPU and per counter, never per pair.
+func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, nodeCliques map[string]string) FleetSummary {
 	current := AllocatableSlices(slices)
 
 	// Counters: what each set holds and what allocated devices consume.
@@ -267,12 +270,16 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage) Flee
 		}
 	}
 	cliqueFree := map[string]bool{}
-	for _, n := range nodes {
-		if n.Clique == "" {
+	for name, n := range nodes {
+		clique := n.Clique
+		if clique == "" && len(n.Conflict) == 0 {
+			clique = nodeCliques[name]
+		}
+		if clique == "" {
 			continue
 		}
-		f, seen := cliqueFree[n.Clique]
-		cliqueFree[n.Clique] = (f || !seen) && n.Free == n.GPUs
+		f, seen := cliqueFree[clique]
+		cliqueFree[clique] = (f || !seen) && n.Free == n.GPUs
 	}
 	sum.Cliques = len(cliqueFree)
 	for _, f := range cliqueFree {

@@ -140,7 +140,9 @@ func TestSummarizeFleet(t *testing.T) {
 		name   string
 		slices []*resourceapi.ResourceSlice
 		used   uses
-		want   FleetSummary
+		// nodeCliques: the nodes' clique labels.
+		nodeCliques map[string]string
+		want        FleetSummary
 	}{{
 		name: "empty fleet",
 		want: FleetSummary{MIGPlaceable: noMIG},
@@ -209,6 +211,18 @@ func TestSummarizeFleet(t *testing.T) {
 		want: FleetSummary{GPUs: 18, Free: 17, Used: 1, Stranded: 3, NVLinkDomains: 4, FreeNVLinkDomains: 3,
 			Cliques: 2, FreeCliques: 1, MIGPlaceable: noMIG},
 	}, {
+		name: "cliques from node labels where the GPUs publish none (NVIDIA's DRA driver); a GPU's cliqueID wins",
+		slices: []*resourceapi.ResourceSlice{
+			gpuNode("l0", 4, nil), gpuNode("l1", 4, nil), gpuNode("l2", 4, nil),
+			gpuNode("a0", 4, rack("c.a")),
+			// GPUs that disagree are in no clique, label or not.
+			gpuNode("x0", 2, func(i int) []any { return []any{"cliqueID", fmt.Sprintf("c.x%d", i)} }),
+		},
+		used:        exclusive("l1/gpu-0"),
+		nodeCliques: map[string]string{"l0": "c.l", "l1": "c.l", "l2": "c.m", "a0": "c.other", "x0": "c.m"},
+		want: FleetSummary{GPUs: 18, Free: 17, Used: 1, Stranded: 3, NVLinkDomains: 1, FreeNVLinkDomains: 1,
+			Cliques: 3, FreeCliques: 2, MIGPlaceable: noMIG},
+	}, {
 		name: "older generations, slices without a node and other devices do not count",
 		slices: []*resourceapi.ResourceSlice{
 			gpuNode("n0", 2, nil),
@@ -258,7 +272,7 @@ func TestSummarizeFleet(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := SummarizeFleet(tc.slices, tc.used.usage)
+			got := SummarizeFleet(tc.slices, tc.used.usage, tc.nodeCliques)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("SummarizeFleet (-want +got):\n%s", diff)
 			}
@@ -278,7 +292,7 @@ func TestSummarizeFleetOverlappingPlacements(t *testing.T) {
 			ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: counters(1, start, 2)}}}
 	}
 	s[1].Spec.Devices = append(s[1].Spec.Devices, dev("odd-0", 0), dev("odd-1", 1), dev("odd-2", 2))
-	got := SummarizeFleet(s, exclusive().usage).MIGPlaceable["odd"]
+	got := SummarizeFleet(s, exclusive().usage, nil).MIGPlaceable["odd"]
 	if got != 2 { // odd-0 (memory 0-1) and odd-2 (2-3); odd-1 overlaps both
 		t.Errorf("placeable odd: got %d, want 2", got)
 	}
@@ -303,7 +317,7 @@ func BenchmarkSummarizeFleet(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		SummarizeFleet(slices, used.usage)
+		SummarizeFleet(slices, used.usage, nil)
 	}
 }
 
@@ -325,7 +339,7 @@ func TestSummarizeFleetHugeCounters(t *testing.T) {
 		Driver: testDriver, NodeName: ptr.To("n0"), Pool: pool, Devices: devices,
 		SharedCounters: []resourceapi.CounterSet{{Name: "set", Counters: big("10P")}},
 	}}}
-	if got := SummarizeFleet(slices, uses{}.usage).MIGPlaceable["half"]; got != 2 {
+	if got := SummarizeFleet(slices, uses{}.usage, nil).MIGPlaceable["half"]; got != 2 {
 		t.Errorf("placeable halves of a 10P counter set: %d, want 2", got)
 	}
 }
@@ -347,7 +361,7 @@ func TestSummarizeFleetMilliCounters(t *testing.T) {
 		Devices: devices, SharedCounters: []resourceapi.CounterSet{{Name: "set", Counters: counter("300m")}},
 	}}}
 	used := exclusive("n0/part-0")
-	if got := SummarizeFleet(slices, used.usage).MIGPlaceable["p200m"]; got != 1 {
+	if got := SummarizeFleet(slices, used.usage, nil).MIGPlaceable["p200m"]; got != 1 {
 		t.Errorf("200m partitions placeable next to an allocated 100m in a 300m set: %d, want 1", got)
 	}
 }

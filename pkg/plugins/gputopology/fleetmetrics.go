@@ -6,12 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/pkg/allocator"
+	"github.com/gputopo/gputopo/pkg/contract"
 	"github.com/gputopo/gputopo/pkg/topology"
 )
 
@@ -33,7 +36,7 @@ var (
 		"Single-node NVLink domains: total, and free (every GPU free).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
 	fleetCliquesDesc = metrics.NewDesc(subsystem+"_fleet_cliques",
-		"Multi-node NVLink cliques (cliqueID, e.g. GB200 NVL72 racks): total, and free (every GPU of every node free).",
+		"Multi-node NVLink cliques (the GPUs' cliqueID, else the node's nvidia.com/gpu.clique label; e.g. GB200 NVL72 racks): total, and free (every GPU of every node free).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
 	fleetMIGDesc = metrics.NewDesc(subsystem+"_fleet_mig_placeable",
 		"Instances of each MIG profile that could still be allocated, that profile alone (profiles compete for the same slices: do not add them).",
@@ -58,6 +61,8 @@ type fleetCollector struct {
 	// scheduler's one (profiles share it); in a process that starts
 	// several schedulers (tests, the demo) the last one started.
 	source fwk.SharedDRAManager
+	// nodes lists the scheduler's nodes, for their clique labels.
+	nodes  corelisters.NodeLister
 	errors int
 	// timeout bounds the read of the allocated state, which retries
 	// while claims change.
@@ -84,11 +89,12 @@ var (
 	fleetMetrics = &fleetCollector{timeout: 2 * time.Second, maxAge: 10 * time.Second}
 )
 
-// setSource makes the collector read m, with taints or not.
-func (c *fleetCollector) setSource(m fwk.SharedDRAManager, taints bool) {
+// setSource makes the collector read m and the nodes' clique labels
+// from nodes (nil: none), with taints or not.
+func (c *fleetCollector) setSource(m fwk.SharedDRAManager, nodes corelisters.NodeLister, taints bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.source, c.ignoreTaints = m, !taints
+	c.source, c.nodes, c.ignoreTaints = m, nodes, !taints
 }
 
 // DescribeWithStability implements metrics.StableCollector.
@@ -103,12 +109,12 @@ func (c *fleetCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 // a wrong zero would read as an empty fleet.
 func (c *fleetCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	c.mu.Lock()
-	source, timeout, last, ignoreTaints := c.source, c.timeout, c.last, c.ignoreTaints
+	source, nodes, timeout, last, ignoreTaints := c.source, c.nodes, c.timeout, c.last, c.ignoreTaints
 	c.mu.Unlock()
 	if source != nil {
 		if last != nil && last.source == source && time.Since(last.at) < c.maxAge {
 			emitFleet(ch, last.summary)
-		} else if s, err := summarize(source, timeout); err == nil {
+		} else if s, err := summarize(source, nodes, timeout); err == nil {
 			if ignoreTaints {
 				s.Tainted = map[string]int{}
 			}
@@ -132,7 +138,7 @@ func (c *fleetCollector) CollectWithStability(ch chan<- metrics.Metric) {
 // summarize reads the slices and allocated state and summarizes them. A
 // panic on an unexpected object is an error here, not the scheduler's
 // end.
-func summarize(m fwk.SharedDRAManager, timeout time.Duration) (s topology.FleetSummary, err error) {
+func summarize(m fwk.SharedDRAManager, nodes corelisters.NodeLister, timeout time.Duration) (s topology.FleetSummary, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("summarize fleet: %v", r)
@@ -148,7 +154,29 @@ func summarize(m fwk.SharedDRAManager, timeout time.Duration) (s topology.FleetS
 	if err != nil {
 		return s, err
 	}
-	return topology.SummarizeFleet(slices, deviceUsage(state)), nil
+	cliques, err := nodeCliques(nodes)
+	if err != nil {
+		return s, err
+	}
+	return topology.SummarizeFleet(slices, deviceUsage(state), cliques), nil
+}
+
+// nodeCliques is the clique label of every node that has one.
+func nodeCliques(nodes corelisters.NodeLister) (map[string]string, error) {
+	if nodes == nil {
+		return nil, nil
+	}
+	all, err := nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := map[string]string{}
+	for _, n := range all {
+		if c := n.Labels[contract.LabelClique]; c != "" {
+			out[n.Name] = c
+		}
+	}
+	return out, nil
 }
 
 // deviceUsage reads what is allocated of each device from the ledger.

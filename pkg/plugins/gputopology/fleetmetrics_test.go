@@ -10,8 +10,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gputopo/gputopo/pkg/contract"
@@ -96,7 +99,7 @@ gputopo_fleet_stranded_gpus 2
 # TYPE gputopo_fleet_nvlink_domains gauge
 gputopo_fleet_nvlink_domains{state="free"} 1
 gputopo_fleet_nvlink_domains{state="total"} 2
-# HELP gputopo_fleet_cliques [ALPHA] Multi-node NVLink cliques (cliqueID, e.g. GB200 NVL72 racks): total, and free (every GPU of every node free).
+# HELP gputopo_fleet_cliques [ALPHA] Multi-node NVLink cliques (the GPUs' cliqueID, else the node's nvidia.com/gpu.clique label; e.g. GB200 NVL72 racks): total, and free (every GPU of every node free).
 # TYPE gputopo_fleet_cliques gauge
 gputopo_fleet_cliques{state="free"} 0
 gputopo_fleet_cliques{state="total"} 0
@@ -157,10 +160,37 @@ gputopo_fleet_scrape_errors_total 0
 	}
 	// With DRADeviceTaints off the scheduler ignores taints: none counts.
 	untainted := &fleetCollector{timeout: time.Second}
-	untainted.setSource(env.pl.draManager, false)
+	untainted.setSource(env.pl.draManager, nil, false)
 	noneTainted := strings.Replace(wantTainted, `gputopo_fleet_tainted_gpus{state="free"} 2`, `gputopo_fleet_tainted_gpus{state="free"} 0`, 1)
 	if err := testutil.CustomCollectAndCompare(untainted, strings.NewReader(noneTainted), "gputopo_fleet_tainted_gpus"); err != nil {
 		t.Errorf("with DRADeviceTaints off: %v", err)
+	}
+}
+
+// The clique gauges read a node's clique label where its GPUs publish no
+// cliqueID, as NVIDIA's DRA driver publishes none (GPU feature discovery
+// labels the nodes), and as GPUCliquePlacement reads it.
+func TestFleetCollectorCliquesFromNodeLabels(t *testing.T) {
+	env := newTestEnv(t, objects{
+		classes: []*resourceapi.DeviceClass{gpuClass},
+		slices:  []*resourceapi.ResourceSlice{pairSlice("tray-0", 4), pairSlice("tray-1", 4), pairSlice("tray-2", 4)},
+		claims:  []*resourceapi.ResourceClaim{claim("allocated", 1).Allocation(allocatedOn("tray-1", "gpu-0")).Obj()},
+	})
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for name, clique := range map[string]string{"tray-0": "rack-a", "tray-1": "rack-a", "tray-2": "rack-b"} {
+		err := nodes.Add(st.MakeNode().Name(name).Label(contract.LabelClique, clique).Obj())
+		env.tCtx.ExpectNoError(err, "add node")
+	}
+	want := `
+# HELP gputopo_fleet_cliques [ALPHA] Multi-node NVLink cliques (the GPUs' cliqueID, else the node's nvidia.com/gpu.clique label; e.g. GB200 NVL72 racks): total, and free (every GPU of every node free).
+# TYPE gputopo_fleet_cliques gauge
+gputopo_fleet_cliques{state="free"} 1
+gputopo_fleet_cliques{state="total"} 2
+`
+	collector := &fleetCollector{timeout: time.Second}
+	collector.setSource(env.pl.draManager, corelisters.NewNodeLister(nodes), true)
+	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want), "gputopo_fleet_cliques"); err != nil {
+		t.Error(err)
 	}
 }
 

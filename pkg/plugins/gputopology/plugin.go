@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -120,7 +121,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	registerMetrics()
-	fleetMetrics.setSource(fh.SharedDRAManager(), features.DeviceTaints)
+	fleetMetrics.setSource(fh.SharedDRAManager(), nodeLister(fh), features.DeviceTaints)
 	var learner *topology.Learner
 	if args.Packing.Enabled {
 		learner = topology.NewLearner(args.Workload, learnerPrior, learnerClasses)
@@ -137,6 +138,15 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 
 // Name returns the plugin's name.
 func (pl *GPUTopology) Name() string { return Name }
+
+// nodeLister is the scheduler's node lister; nil in a framework built
+// without informers.
+func nodeLister(fh fwk.Handle) corelisters.NodeLister {
+	if f := fh.SharedInformerFactory(); f != nil {
+		return f.Core().V1().Nodes().Lister()
+	}
+	return nil
+}
 
 // newSession is the engine's session for the pod's claims on the current
 // slices and the cycle's allocated state, measuring fragmentation against
