@@ -86,17 +86,30 @@ func (v FleetView) add(s *resourceapi.ResourceSlice, d *resourceapi.Device, sets
 	dev := viewDevice{gpu: g, physical: physical, share: 1, shared: ptr.Deref(d.AllowMultipleAllocations, false)}
 	if g.Partition {
 		dev.share = topology.PartitionShare(d, sets)
-	} else {
-		domain := g.NVLinkDomain
-		if domain == "" {
-			domain = "pcie"
-		}
-		v.nodes[node] = append(v.nodes[node], gpuEntry{physical, domain})
-		if label && v.shapes[node] == "" {
-			v.shapes[node] = model(*d, s.Spec.Driver)
-		}
+	}
+	// A GPU published as its partitions alone (NVIDIA's driver in MIG
+	// mode without DynamicMIG) is listed by its first partition.
+	if !g.Partition || g.Physical != "" {
+		v.addGPU(node, physical, g.NVLinkDomain)
+	}
+	if !g.Partition && label && v.shapes[node] == "" {
+		v.shapes[node] = model(*d, s.Spec.Driver)
 	}
 	v.devices[key] = dev
+}
+
+// addGPU lists the node's GPU once, in its NVLink domain ("pcie" for
+// none).
+func (v FleetView) addGPU(node, physical, domain string) {
+	for _, e := range v.nodes[node] {
+		if e.physical == physical {
+			return
+		}
+	}
+	if domain == "" {
+		domain = "pcie"
+	}
+	v.nodes[node] = append(v.nodes[node], gpuEntry{physical, domain})
 }
 
 // newestGenerations keeps the slices of each pool's newest generation.

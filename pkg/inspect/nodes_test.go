@@ -175,6 +175,19 @@ func TestSeveralDrivers(t *testing.T) {
 	}
 }
 
+// A GPU published as its partitions alone (NVIDIA's driver in MIG mode
+// without DynamicMIG) is in the report's occupancy, once, on its node.
+func TestOccupancyOfGPUsPublishedAsPartitions(t *testing.T) {
+	mig := func(name, parent string) resourceapi.Device {
+		return device(name, map[string]string{"type": "mig", "parentUUID": parent, "profile": "3g.40gb"})
+	}
+	published := []resourceapi.ResourceSlice{slice("s", mig("gpu-0-mig-0", "g0"), mig("gpu-0-mig-4", "g0"), mig("gpu-1-mig-0", "g1"), mig("gpu-1-mig-4", "g1"))}
+	nodes := NewFleetView(published, nil).Occupancy([]resourceapi.ResourceClaim{allocated("ns", "c", "p", result("s", "gpu-1-mig-4"))})
+	if gpus, used := gpuUse(nodes); len(nodes) != 1 || gpus != 2 || used != 1 {
+		t.Errorf("occupancy %+v: %d GPUs, %v used; want node s with 2 GPUs, 1 used (a partition without counters takes its GPU)", nodes, gpus, used)
+	}
+}
+
 func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	slices.Sort(out)

@@ -68,9 +68,10 @@ type FleetSummary struct {
 
 	// Cliques counts the multi-node NVLink cliques (cliqueID, a GB200
 	// NVL72 rack); FreeCliques those whose GPUs are all free. A node
-	// belongs to the clique its GPUs publish, to none when they publish
-	// none or disagree (as for GPUCliquePlacement, WholeGPUsByNode, which
-	// leaves shared GPUs out of its counts, not these).
+	// belongs to the clique its GPUs publish, to none when they disagree,
+	// and to its clique label when they publish none (as for
+	// GPUCliquePlacement, WholeGPUsByNode, which leaves shared GPUs out
+	// of its counts, not these).
 	Cliques, FreeCliques int
 
 	// MIGPlaceable is, per MIG profile (the partitions' profile
@@ -98,7 +99,7 @@ var GPUStates = []string{StateFree, StatePartial, StateUsed}
 // fleetGPU is one whole GPU while the summary is built.
 type fleetGPU struct {
 	node, domain, clique string
-	counted              bool // a whole-GPU device was seen
+	whole                bool // a whole-GPU device was seen (else only partitions)
 	busy                 bool // something allocated on it
 	full                 bool // allocated whole, or shares exhausted a capacity
 	room                 bool // an unallocated device of it still fits its counters
@@ -172,7 +173,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, node
 			}
 			switch typ {
 			case contract.TypeGPU:
-				g.counted = true
+				g.whole = true
 				g.node, g.domain, g.clique = node, desc.NVLinkDomain, desc.Clique
 				g.tainted = anyKeepsClaimsOff(d.Taints)
 				if taken {
@@ -180,6 +181,11 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, node
 					g.full = g.full || use.Exclusive || capacityExhausted(d, use.Consumed)
 				}
 			case contract.TypeMIG:
+				if g != nil && !g.whole {
+					// A GPU published as its partitions alone (NVIDIA's
+					// driver, MIG mode without DynamicMIG) counts too.
+					g.node, g.domain, g.clique = node, desc.NVLinkDomain, desc.Clique
+				}
 				if taken && g != nil {
 					g.busy, g.partitionsTaken = true, true
 				}
@@ -220,9 +226,6 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, node
 	groups := map[groupKey]*count{}
 	nodes := map[string]*NodeGPUs{}
 	for _, g := range gpus {
-		if !g.counted {
-			continue // partitions of a GPU not published whole
-		}
 		sum.GPUs++
 		isFree := !g.busy
 		state := StatePartial

@@ -223,6 +223,20 @@ func TestSummarizeFleet(t *testing.T) {
 		want: FleetSummary{GPUs: 18, Free: 17, Used: 1, Stranded: 3, NVLinkDomains: 1, FreeNVLinkDomains: 1,
 			Cliques: 3, FreeCliques: 2, MIGPlaceable: noMIG},
 	}, {
+		name: "GPUs published as their partitions alone (NVIDIA's static MIG) count, in the state their partitions make",
+		slices: []*resourceapi.ResourceSlice{func() *resourceapi.ResourceSlice {
+			devices := map[string][]any{}
+			for _, g := range []string{"a", "b", "c"} {
+				for i := range 7 {
+					devices[fmt.Sprintf("gpu-%s-mig-1g10gb-%d", g, i)] = []any{"type", "mig", "parentUUID", "GPU-" + g, "profile", "1g.10gb"}
+				}
+			}
+			return tray("s0", 1, devices)
+		}()},
+		used: exclusive("s0/gpu-a-mig-1g10gb-0", "s0/gpu-a-mig-1g10gb-1", "s0/gpu-a-mig-1g10gb-2", "s0/gpu-a-mig-1g10gb-3",
+			"s0/gpu-a-mig-1g10gb-4", "s0/gpu-a-mig-1g10gb-5", "s0/gpu-a-mig-1g10gb-6", "s0/gpu-b-mig-1g10gb-3"),
+		want: FleetSummary{GPUs: 3, Free: 1, Partial: 1, Used: 1, Stranded: 1, MIGPlaceable: map[string]int{"1g.10gb": 13}},
+	}, {
 		name: "older generations, slices without a node and other devices do not count",
 		slices: []*resourceapi.ResourceSlice{
 			gpuNode("n0", 2, nil),
