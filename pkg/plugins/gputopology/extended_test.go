@@ -369,6 +369,63 @@ func TestPlacementNotes(t *testing.T) {
 	}
 }
 
+// After a binding that failed once PreBind had written everything, the
+// pod's status still maps its extended resources to the claim Unreserve
+// deleted (the API server keeps the mapping), and ResourceQuota
+// admission charges a claim the mapping does not name on top of the pod's
+// own requests: the retry makes its claim under the mapped name, and
+// under a new one only when that name is still taken.
+func TestRetriedExtendedClaimTakesTheMappedName(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken bool // another claim holds the mapped name
+	}{{name: "the mapped name is free"}, {name: "the mapped name is taken", taken: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := extendedGPUPod("p", 2)
+			env := extendedEnv(t, pod)
+			cs := env.scheduleUpTo(pod, "node-a")
+			if status := env.pl.Reserve(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+				t.Fatalf("Reserve: %v", status)
+			}
+			if status := env.pl.PreBind(env.tCtx, cs, pod, "node-a"); !status.IsSuccess() {
+				t.Fatalf("PreBind: %v", status)
+			}
+			env.pl.Unreserve(env.tCtx, cs, pod, "node-a") // the binding failed
+			mapped, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, "p", metav1.GetOptions{})
+			env.tCtx.ExpectNoError(err, "get pod")
+			first := mapped.Status.ExtendedResourceClaimStatus.ResourceClaimName
+			if err := wait.PollUntilContextTimeout(env.tCtx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				_, err := env.pl.draManager.ResourceClaims().Get(ns, first)
+				return err != nil, nil
+			}); err != nil {
+				t.Fatalf("claim %s still in the scheduler's cache after Unreserve", first)
+			}
+			if tc.taken {
+				other := claim(first, 1).Obj()
+				_, err := env.client.ResourceV1().ResourceClaims(ns).Create(env.tCtx, other, metav1.CreateOptions{})
+				env.tCtx.ExpectNoError(err, "create a claim of the mapped name")
+			}
+
+			cs = env.scheduleUpTo(mapped, "node-a")
+			if status := env.pl.Reserve(env.tCtx, cs, mapped, "node-a"); !status.IsSuccess() {
+				t.Fatalf("retry's Reserve: %v", status)
+			}
+			if status := env.pl.PreBind(env.tCtx, cs, mapped, "node-a"); !status.IsSuccess() {
+				t.Fatalf("retry's PreBind: %v", status)
+			}
+			retried, err := env.client.CoreV1().Pods(ns).Get(env.tCtx, "p", metav1.GetOptions{})
+			env.tCtx.ExpectNoError(err, "get pod")
+			got := retried.Status.ExtendedResourceClaimStatus.ResourceClaimName
+			if (got == first) == tc.taken || !strings.HasPrefix(got, "p-extended-resources-") {
+				t.Errorf("first attempt's claim %s, retry's %s; want the same name unless it is taken", first, got)
+			}
+			if c := env.storedClaim(got); c.Status.Allocation == nil || !reservedForUID(c, pod.UID) {
+				t.Errorf("retry's claim %s: allocated %t, reserved for %v; want both, for the pod", got, c.Status.Allocation != nil, c.Status.ReservedFor)
+			}
+		})
+	}
+}
+
 // A pod's own claim is written before its extended-resource claim is
 // made; when making that claim fails (here a quota refuses it), the own
 // claim stays allocated for the retry, and its note must not name

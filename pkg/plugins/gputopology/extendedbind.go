@@ -29,11 +29,7 @@ const extendedClaimVisibleTimeout = 2 * time.Minute
 // the container/request mapping in the pod's status, which the kubelet
 // reads to hand each container its devices.
 func (pl *GPUTopology) bindExtendedClaim(ctx context.Context, pod *v1.Pod, v *extendedVariant, s *stateData, allocation *resourceapi.AllocationResult, note func(string) string) (*resourceapi.ResourceClaim, error) {
-	fresh := v.claim.DeepCopy()
-	fresh.Name, fresh.UID = "", ""
-	fresh.Status = resourceapi.ResourceClaimStatus{}
-	created, err := pl.clientset.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, fresh, metav1.CreateOptions{})
-	countClaimCreate(err)
+	created, err := pl.createExtendedClaim(ctx, pod, v.claim)
 	if err != nil {
 		return nil, fmt.Errorf("create the claim of extended resources for pod %s: %w", klog.KObj(pod), err)
 	}
@@ -51,6 +47,35 @@ func (pl *GPUTopology) bindExtendedClaim(ctx context.Context, pod *v1.Pod, v *ex
 		return nil, fmt.Errorf("record extended resource claim %s in the status of pod %s: %w", bound.Name, klog.KObj(pod), err)
 	}
 	return bound, nil
+}
+
+// createExtendedClaim creates the pod's extended-resource claim from
+// its in-memory form. It takes the name of an earlier attempt's claim
+// that the pod's status still maps the resources to: a pods/status
+// write cannot clear that mapping, and ResourceQuota admission charges
+// an extended-resource claim the mapping does not name on top of the
+// pod's own requests, so after a failed binding a claim under a new name
+// was charged twice, and a quota sized to the pod refused every retry.
+// That claim is gone (Unreserve deleted it; had it been there, PreFilter
+// would have used it); if its name is still taken, a new one is made.
+func (pl *GPUTopology) createExtendedClaim(ctx context.Context, pod *v1.Pod, inMemory *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
+	fresh := inMemory.DeepCopy()
+	fresh.Name, fresh.UID = "", ""
+	fresh.Status = resourceapi.ResourceClaimStatus{}
+	claims := pl.clientset.ResourceV1().ResourceClaims(pod.Namespace)
+	if m := pod.Status.ExtendedResourceClaimStatus; m != nil && m.ResourceClaimName != "" {
+		fresh.Name = m.ResourceClaimName
+		created, err := claims.Create(ctx, fresh, metav1.CreateOptions{})
+		countClaimCreate(err)
+		if !apierrors.IsAlreadyExists(err) {
+			return created, err
+		}
+		klog.FromContext(ctx).V(2).Info("Claim of an earlier attempt still there, making the extended resource claim under a new name", "pod", klog.KObj(pod), "claim", klog.KRef(pod.Namespace, m.ResourceClaimName))
+		fresh.Name = ""
+	}
+	created, err := claims.Create(ctx, fresh, metav1.CreateOptions{})
+	countClaimCreate(err)
+	return created, err
 }
 
 // countClaimCreate counts a creation of an extended-resource claim in
