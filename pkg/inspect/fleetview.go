@@ -88,9 +88,15 @@ func (v FleetView) add(s *resourceapi.ResourceSlice, d *resourceapi.Device, sets
 		dev.share = topology.PartitionShare(d, sets)
 	}
 	// A GPU published as its partitions alone (NVIDIA's driver in MIG
-	// mode without DynamicMIG) is listed by its first partition.
-	if !g.Partition || g.Physical != "" {
-		v.addGPU(node, physical, g.NVLinkDomain)
+	// mode without DynamicMIG: partitions without counters) is listed by
+	// its first partition, until its whole device, if any, says better.
+	// Partitions with counters and no whole device are the agent's GPU
+	// withheld in part, which SummarizeFleet leaves out too.
+	switch {
+	case !g.Partition:
+		v.addGPU(node, physical, g.NVLinkDomain, true)
+	case g.Physical != "" && len(d.ConsumesCounters) == 0:
+		v.addGPU(node, physical, g.NVLinkDomain, false)
 	}
 	if !g.Partition && label && v.shapes[node] == "" {
 		v.shapes[node] = model(*d, s.Spec.Driver)
@@ -99,15 +105,18 @@ func (v FleetView) add(s *resourceapi.ResourceSlice, d *resourceapi.Device, sets
 }
 
 // addGPU lists the node's GPU once, in its NVLink domain ("pcie" for
-// none).
-func (v FleetView) addGPU(node, physical, domain string) {
-	for _, e := range v.nodes[node] {
-		if e.physical == physical {
-			return
-		}
-	}
+// none), the one its whole device says when there is one.
+func (v FleetView) addGPU(node, physical, domain string, whole bool) {
 	if domain == "" {
 		domain = "pcie"
+	}
+	for i, e := range v.nodes[node] {
+		if e.physical == physical {
+			if whole {
+				v.nodes[node][i].domain = domain
+			}
+			return
+		}
 	}
 	v.nodes[node] = append(v.nodes[node], gpuEntry{physical, domain})
 }

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -236,6 +237,15 @@ func TestSummarizeFleet(t *testing.T) {
 		used: exclusive("s0/gpu-a-mig-1g10gb-0", "s0/gpu-a-mig-1g10gb-1", "s0/gpu-a-mig-1g10gb-2", "s0/gpu-a-mig-1g10gb-3",
 			"s0/gpu-a-mig-1g10gb-4", "s0/gpu-a-mig-1g10gb-5", "s0/gpu-a-mig-1g10gb-6", "s0/gpu-b-mig-1g10gb-3"),
 		want: FleetSummary{GPUs: 3, Free: 1, Partial: 1, Used: 1, Stranded: 1, MIGPlaceable: map[string]int{"1g.10gb": 13}},
+	}, {
+		name: "a MIG GPU whose agent withholds its whole device (partitions that consume counters, no whole GPU) does not count",
+		slices: func() []*resourceapi.ResourceSlice {
+			m := migNode("m0")
+			m[1] = m[1].DeepCopy()
+			m[1].Spec.Devices = slices.DeleteFunc(m[1].Spec.Devices, func(d resourceapi.Device) bool { return d.Name == "gpu-0" })
+			return append(m, gpuNode("n0", 1, nil))
+		}(),
+		want: FleetSummary{GPUs: 1, Free: 1, MIGPlaceable: migFree()},
 	}, {
 		name: "older generations, slices without a node and other devices do not count",
 		slices: []*resourceapi.ResourceSlice{
