@@ -164,6 +164,23 @@ func withTwinLedger(st *AllocatedState, rename func(string) string, same bool) *
 	return out
 }
 
+// refreshedAlike is inv refreshed with the same slices in another order,
+// one of them a copy (as the informer hands a republished slice over),
+// so that the inventory is new and hands its unchanged views on.
+func refreshedAlike(t *testing.T, inv *Inventory, published []*resourceapi.ResourceSlice, r *rand.Rand) *Inventory {
+	t.Helper()
+	shuffled := append([]*resourceapi.ResourceSlice(nil), published...)
+	r.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+	if len(shuffled) > 0 {
+		shuffled[0] = shuffled[0].DeepCopy()
+	}
+	next := inv.Refresh(shuffled)
+	if len(shuffled) > 0 && next == inv {
+		t.Fatal("Refresh with a slice replaced kept the inventory")
+	}
+	return next
+}
+
 // otherNode is node-1, in a zone of its own.
 func otherNode(zone string) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"zone": zone}}}
@@ -199,9 +216,7 @@ func TestDifferentialAcrossNodes(t *testing.T) {
 			s := e.NewSession(inv, p.classes, p.state, p.claims)
 			for i, node := range nodes {
 				if i == 3 {
-					shuffled := append([]*resourceapi.ResourceSlice(nil), p.slices...)
-					r.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
-					inv = inv.Refresh(shuffled)
+					inv = refreshedAlike(t, inv, p.slices, r)
 					s = e.NewSession(inv, p.classes, p.state, p.claims)
 				}
 				asked++

@@ -579,7 +579,7 @@ func TestInventoryRefreshKeepsUnchangedViews(t *testing.T) {
 // Views are kept by node name, and Filter asks for CPU nodes' too: an
 // autoscaler that names every node anew must not leave the view of each
 // node it ever made. A node without slices of its own keeps its view
-// across a Refresh only if it was asked for since the one before.
+// across Refreshes until 16 in a row pass without it being asked for.
 func TestInventoryRefreshDropsViewsOfNodesGone(t *testing.T) {
 	gpu := pairNode("gpu-0")
 	inv := NewInventory([]*resourceapi.ResourceSlice{gpu}, DefaultFeatures())
@@ -589,7 +589,7 @@ func TestInventoryRefreshDropsViewsOfNodesGone(t *testing.T) {
 		return n
 	}
 	live := cpuNode("cpu-live")
-	const rounds, perRound = 20, 10
+	const rounds, perRound, idle = 50, 10, 16
 	for r := range rounds {
 		for _, n := range []*v1.Node{node("gpu-0"), live} {
 			if _, err := inv.view(n); err != nil {
@@ -611,9 +611,31 @@ func TestInventoryRefreshDropsViewsOfNodesGone(t *testing.T) {
 	}
 	inv.viewsMu.RLock()
 	defer inv.viewsMu.RUnlock()
-	// The live nodes' and the last round's (asked for since the last
-	// Refresh); all rounds' before the fix.
-	if n := len(inv.views); n > 2+perRound {
-		t.Errorf("%d views kept after %d rounds of %d CPU nodes each, want at most %d", n, rounds, perRound, 2+perRound)
+	// The live nodes' and those of the last rounds; all 50 rounds' before
+	// the fix.
+	if n, most := len(inv.views), 2+perRound*idle; n > most {
+		t.Errorf("%d views kept after %d rounds of %d CPU nodes each, want at most %d", n, rounds, perRound, most)
+	}
+}
+
+// A node that reaches network-attached devices only (a slice for all
+// nodes) keeps its view across Refreshes it is not asked for between:
+// other nodes' agents republish far more often than Filter visits it.
+func TestInventoryRefreshKeepsIdleViewsAWhile(t *testing.T) {
+	gpu := pairNode("gpu-0")
+	fabric := localSlice("", "fabric", plainDevice("nic-0", nil))
+	fabric.Spec.NodeName, fabric.Spec.AllNodes = nil, ptr.To(true)
+	inv := NewInventory([]*resourceapi.ResourceSlice{gpu, fabric}, DefaultFeatures())
+	before, err := inv.view(node("cpu-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		gpu = gpu.DeepCopy()
+		gpu.Spec.Pool.Generation++
+		inv = inv.Refresh([]*resourceapi.ResourceSlice{gpu, fabric})
+	}
+	if after, _ := inv.view(node("cpu-0")); after != before {
+		t.Error("the view of a node that reaches network devices only was built again after three Refreshes")
 	}
 }

@@ -101,12 +101,14 @@ func (inv *Inventory) Refresh(slices []*resourceapi.ResourceSlice) *Inventory {
 // is built again. view checks the node's UID and labels as for any
 // cached view.
 //
-// A node without slices of its own (a CPU node, which Filter sees too)
-// keeps its view only if it was asked for since the last Refresh: views
-// are kept by node name, and an autoscaler names every node anew, so the
+// A node without slices of its own (a CPU node, which Filter sees too;
+// one that reaches network-attached devices only) keeps its view until
+// maxIdleRefreshes in a row pass without it being asked for: views are
+// kept by node name, and an autoscaler names every node anew, so the
 // views of nodes long deleted would otherwise pile up, one per node ever
 // seen. A deleted GPU node's view goes with its slices.
 func (inv *Inventory) keepViews(next *Inventory) {
+	const maxIdleRefreshes = 16
 	if inv.legacy || next.legacy || !sameElements(inv.slicesShared, next.slicesShared) {
 		return
 	}
@@ -117,7 +119,7 @@ func (inv *Inventory) keepViews(next *Inventory) {
 		if v.readsOtherNodes || !sameElements(inv.slicesOnNode[name], own) {
 			continue
 		}
-		if used := v.used.Swap(false); len(own) > 0 || used {
+		if len(own) > 0 || v.idle.Add(1) <= maxIdleRefreshes {
 			next.views[name] = v
 		}
 	}
@@ -178,8 +180,9 @@ type nodeView struct {
 	// fragmentation and topology scoring need the node's name.
 	node string
 	uid  types.UID
-	// used: asked for since the inventory's last Refresh (keepViews).
-	used atomic.Bool
+	// idle counts the Refreshes since the view was last asked for
+	// (keepViews).
+	idle atomic.Int32
 	// byLabels: some slice or device selected this node by its labels;
 	// labels is what they were then.
 	byLabels bool
@@ -199,8 +202,8 @@ func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
 	v, ok := inv.views[node.Name]
 	inv.viewsMu.RUnlock()
 	if ok && v.uid == node.UID && (!v.byLabels || v.labels == labelsKey(node.Labels)) {
-		if !v.used.Load() { // a read, not a write, on every Filter call
-			v.used.Store(true)
+		if v.idle.Load() != 0 { // a read, not a write, on every Filter call
+			v.idle.Store(0)
 		}
 		return v, nil
 	}
@@ -208,7 +211,6 @@ func (inv *Inventory) view(node *v1.Node) (*nodeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.used.Store(true)
 	inv.viewsMu.Lock()
 	inv.views[node.Name] = v
 	inv.viewsMu.Unlock()
