@@ -34,6 +34,7 @@ type Learner struct {
 	counts      map[TaskClass]float64
 	placements  map[string]float64
 	observed    float64
+	folded      float64 // requests whose classes foldClasses dropped
 	cached      Workload
 	cachedWhere []Placement
 	sinceBuild  int
@@ -79,7 +80,8 @@ func (l *Learner) Observe(c TaskClass, placement string) {
 // Forget takes back one request Observe counted with the same class and
 // placement key (a pod reserved, then not bound: it will be counted
 // again when it is retried). A key folded away since is taken from the
-// unconstrained count it was folded into.
+// unconstrained count it was folded into; a class dropped since, from
+// the requests of dropped classes.
 func (l *Learner) Forget(c TaskClass, placement string) {
 	key, ok := learnedClass(c)
 	if !ok {
@@ -87,10 +89,14 @@ func (l *Learner) Forget(c TaskClass, placement string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.counts[key] <= 0 {
+	switch {
+	case l.counts[key] > 0:
+		takeOne(l.counts, key)
+	case l.folded >= 1: // its class dropped since (foldClasses)
+		l.folded--
+	default:
 		return // not counted
 	}
-	takeOne(l.counts, key)
 	if _, kept := l.placements[placement]; !kept {
 		placement = ""
 	}
@@ -216,6 +222,7 @@ func (l *Learner) foldClasses() {
 		return less(classes[i], classes[j])
 	})
 	for _, c := range classes[min(len(classes), 8*l.maxClasses):] {
+		l.folded += l.counts[c]
 		delete(l.counts, c)
 	}
 }

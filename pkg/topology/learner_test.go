@@ -102,6 +102,17 @@ func TestLearnerClassesBounded(t *testing.T) {
 	if w := l.Workload(); len(w) == 0 || w[0].GPUs != 8 || w[0].Weight != 1000 {
 		t.Errorf("estimate %+v, want the 8-GPU class first, seen 1000 times", w)
 	}
+	// A request whose class was dropped since is still taken back whole.
+	dropped := TaskClass{GPUs: 1, Share: 1, CPUMilli: 500 * 1000}
+	if _, kept := l.counts[dropped]; kept {
+		t.Fatalf("class %+v still counted", dropped)
+	}
+	observed, constrained := l.Observed(), l.placements["zone=a"]
+	l.placements["zone=a"]++ // as if it had been observed with a key
+	l.Forget(dropped, "zone=a")
+	if l.Observed() != observed-1 || l.placements["zone=a"] != constrained {
+		t.Errorf("after taking back a request of a dropped class: %v observed, zone=a %v; want %v, %v", l.Observed(), l.placements["zone=a"], observed-1, constrained)
+	}
 }
 
 // TestLearnerForget: a request taken back leaves the estimate as if it
