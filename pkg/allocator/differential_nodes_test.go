@@ -197,8 +197,8 @@ func differentialCases() int {
 // and another node, then, on the inventory refreshed with the slices in
 // another order, a new session about node-0 and the twin again.
 func TestDifferentialAcrossNodes(t *testing.T) {
-	failures, asked := 0, 0
-	var remembered int64
+	answers := &tally{t: t}
+	defer answers.report()
 	for seed := range uint64(differentialCases()) {
 		p := newProblem(seed)
 		if isLegacy(p.features) {
@@ -219,20 +219,10 @@ func TestDifferentialAcrossNodes(t *testing.T) {
 					inv = refreshedAlike(t, inv, p.slices, r)
 					s = e.NewSession(inv, p.classes, p.state, p.claims)
 				}
-				asked++
-				if err := checkSession(s, p, node, pol.name); err != nil {
-					failures++
-					if failures <= 5 {
-						t.Errorf("seed %d (%s), policy %s, step %d on %s: %v", seed, change, pol.name, i, node.Name, err)
-					}
-				}
+				answers.add(checkSession(s, p, node, pol.name), "seed %d (%s), policy %s, step %d on %s", seed, change, pol.name, i, node.Name)
 			}
-			remembered += e.memoHits.Load()
+			answers.remembered += e.memoHits.Load()
 		}
-	}
-	t.Logf("%d answers, %d from the memo, %d disagree", asked, remembered, failures)
-	if remembered < int64(asked)/10 {
-		t.Errorf("only %d of %d answers came from the memo: the test no longer exercises it", remembered, asked)
 	}
 }
 
@@ -241,8 +231,8 @@ func TestDifferentialAcrossNodes(t *testing.T) {
 // generation, tainted, its pool's slice count raised) and asks one
 // engine, over an inventory refreshed each round, about three nodes.
 func TestDifferentialAfterRefresh(t *testing.T) {
-	failures, asked := 0, 0
-	var remembered int64
+	answers := &tally{t: t}
+	defer answers.report()
 	for seed := range uint64(differentialCases()) {
 		p := newProblem(seed)
 		if isLegacy(p.features) {
@@ -270,21 +260,38 @@ func TestDifferentialAfterRefresh(t *testing.T) {
 				}
 				s := e.NewSession(inv, q.classes, q.state, q.claims)
 				for _, node := range nodes {
-					asked++
-					if err := checkSession(s, &q, node, pol.name); err != nil {
-						failures++
-						if failures <= 5 {
-							t.Errorf("seed %d, policy %s, round %d (%s) on %s: %v", seed, pol.name, round, change, node.Name, err)
-						}
-					}
+					answers.add(checkSession(s, &q, node, pol.name), "seed %d, policy %s, round %d (%s) on %s", seed, pol.name, round, change, node.Name)
 				}
 			}
-			remembered += e.memoHits.Load()
+			answers.remembered += e.memoHits.Load()
 		}
 	}
-	t.Logf("%d answers, %d from the memo, %d disagree", asked, remembered, failures)
-	if remembered < int64(asked)/10 {
-		t.Errorf("only %d of %d answers came from the memo: the test no longer exercises it", remembered, asked)
+}
+
+// tally counts a differential test's answers and reports the first few
+// disagreements; a test whose answers came from the memo too seldom
+// fails, as it no longer exercises what it is for.
+type tally struct {
+	t                *testing.T
+	asked, disagreed int
+	remembered       int64
+}
+
+func (c *tally) add(err error, where string, args ...any) {
+	c.asked++
+	if err == nil {
+		return
+	}
+	c.disagreed++
+	if c.disagreed <= 5 {
+		c.t.Errorf("%s: %v", fmt.Sprintf(where, args...), err)
+	}
+}
+
+func (c *tally) report() {
+	c.t.Logf("%d answers, %d from the memo, %d disagree", c.asked, c.remembered, c.disagreed)
+	if c.remembered < int64(c.asked)/10 {
+		c.t.Errorf("only %d of %d answers came from the memo: the test no longer exercises it", c.remembered, c.asked)
 	}
 }
 
