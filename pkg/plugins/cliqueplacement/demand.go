@@ -20,16 +20,25 @@ import (
 // smallest each, on one node each (a pod's GPUs are on its node).
 type demand struct {
 	gpus, pods, smallest int
+	// local is, per device class of another kind whose devices are on
+	// a node (NVIDIA's ComputeDomain channel, one per node), what each
+	// of those pods needs of it on its node at least (localdevices.go).
+	local map[string]int
 }
 
-// places counts the pods of at least d.smallest GPUs the nodes can hold.
-func (d demand) places(nodeFree []int) int {
+// places counts the pods of at least d.smallest GPUs the domain's nodes
+// can hold, each node at most as many as its other devices allow.
+func (d demand) places(dom *domain) int {
 	if d.pods == 0 {
 		return 0
 	}
 	n := 0
-	for _, f := range nodeFree {
-		n += f / d.smallest
+	for i, f := range dom.nodeFree {
+		p := f / d.smallest
+		if i < len(dom.nodeCap) {
+			p = min(p, dom.nodeCap[i])
+		}
+		n += p
 	}
 	return n
 }
@@ -46,25 +55,32 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand 
 	}
 	shared := sharedClaims(pods)
 	extended := pl.extendedClaimsOf(pods)
-	demands := make([]int, len(pods))
-	for i, p := range pods {
-		demands[i] = pl.podGPUs(p, shared, extended)
+	type podDemand struct {
+		gpus  int
+		local map[string]int
 	}
-	slices.Sort(demands)
+	demands := make([]podDemand, len(pods))
+	for i, p := range pods {
+		demands[i] = podDemand{pl.podGPUs(p, shared, extended), pl.podLocal(p, shared)}
+	}
+	slices.SortStableFunc(demands, func(a, b podDemand) int { return a.gpus - b.gpus })
 	k := 1
 	if g := pg.GetPodGroup(); g != nil && g.Spec.SchedulingPolicy.Gang != nil {
 		k = max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-scheduled, 1)
 	}
 	var need demand
+	var locals []map[string]int
 	for _, d := range demands[:min(k, len(demands))] {
-		need.gpus += d
-		if d > 0 {
+		need.gpus += d.gpus
+		if d.gpus > 0 {
 			need.pods++
 			if need.smallest == 0 {
-				need.smallest = d
+				need.smallest = d.gpus
 			}
+			locals = append(locals, d.local)
 		}
 	}
+	need.local = leastOfEach(locals)
 	return need
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -27,12 +28,19 @@ type domain struct {
 	gpus        int
 	free        int
 	nodeFree    []int // free whole GPUs per schedulable node
+	nodeCap     []int // per schedulable node, the group's pods its other devices allow (none: no limit)
 	unknownGPUs bool  // some node publishes no GPUs in DRA (device plugin)
 }
 
-// wholeGPUs reads every node's whole GPUs, free ones and clique from the
-// scheduler's shared DRA state (allocated and in-flight claims).
-func (pl *CliquePlacement) wholeGPUs(ctx context.Context) (map[string]*topology.NodeGPUs, error) {
+// draState is the slices and what is taken of their devices, read once
+// per group from the scheduler's shared DRA state (allocated and
+// in-flight claims).
+type draState struct {
+	slices []*resourceapi.ResourceSlice
+	taken  topology.DeviceTaken
+}
+
+func (pl *CliquePlacement) draState(ctx context.Context) (*draState, error) {
 	slices, err := pl.draManager.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
@@ -41,7 +49,12 @@ func (pl *CliquePlacement) wholeGPUs(ctx context.Context) (map[string]*topology.
 	if err != nil {
 		return nil, err
 	}
-	return topology.WholeGPUsByNode(slices, gputopology.TakenIn(state)), nil
+	return &draState{slices: slices, taken: gputopology.TakenIn(state)}, nil
+}
+
+// wholeGPUs are every node's whole GPUs, free ones and clique.
+func (s *draState) wholeGPUs() map[string]*topology.NodeGPUs {
+	return topology.WholeGPUsByNode(s.slices, s.taken)
 }
 
 // domainOf is the node's value for the group's topology key. For the
@@ -65,7 +78,7 @@ func domainOf(logger klog.Logger, node *v1.Node, key string, gpus *topology.Node
 // on (their nodeSelector and required node affinity) by domain, in a
 // stable order: a clique the pods cannot use is not proposed, and its
 // free GPUs do not count.
-func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs, comparisonOperators bool) []*domain {
+func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key string, gpus map[string]*topology.NodeGPUs, caps map[string]int, comparisonOperators bool) []*domain {
 	affinities := requiredAffinities(pods)
 	byName := map[string]*domain{}
 	var out []*domain
@@ -100,6 +113,9 @@ func groupDomains(logger klog.Logger, nodes []fwk.NodeInfo, pods []*v1.Pod, key 
 			// of them: such a rack is not the emptiest clique.
 			d.free += g.Free
 			d.nodeFree = append(d.nodeFree, g.Free)
+			if caps != nil {
+				d.nodeCap = append(d.nodeCap, caps[node.Name])
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b *domain) int { return cmp.Compare(a.name, b.name) })

@@ -51,17 +51,19 @@ func (pl *CliquePlacement) GeneratePlacements(ctx context.Context, state fwk.Pod
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	gpus, err := pl.wholeGPUs(ctx)
+	dra, err := pl.draState(ctx)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	gpus := dra.wholeGPUs()
 	usable, tainted := pl.untaintedOnly(gpus, pg.GetUnscheduledPods())
-	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, usable, pl.fts.EnableTaintTolerationComparisonOperators)
+	need := pl.groupNeed(pg, len(scheduled))
+	caps := pl.localCaps(ctx, need.local, dra)
+	domains := groupDomains(logger, parent.Nodes, pg.GetUnscheduledPods(), key, usable, caps, pl.fts.EnableTaintTolerationComparisonOperators)
 	pinned, status := pinnedDomain(logger, scheduled, key, gpus, pl.fh.SnapshotSharedLister().NodeInfos().Get)
 	if status != nil {
 		return nil, status
 	}
-	need := pl.groupNeed(pg, len(scheduled))
 	claimed, leftovers := pl.claimedDomain(pg.GetUnscheduledPods(), domains)
 	cands, status := candidates(domains, key, need, pinned, selected, claimed)
 	if status != nil && leftovers {
@@ -279,7 +281,7 @@ func candidates(domains []*domain, key string, need demand, pinned, selected, cl
 		}
 		most, largest = max(most, d.free), max(largest, d.gpus)
 		enough := d.free >= need.gpus
-		places := need.places(d.nodeFree)
+		places := need.places(d)
 		if enough {
 			mostPlaces = max(mostPlaces, places)
 		}
@@ -315,6 +317,9 @@ func candidates(domains []*domain, key string, need demand, pinned, selected, cl
 	case most >= need.gpus:
 		// Enough GPUs, too few on single nodes (trays half used).
 		msg += fmt.Sprintf(", %d pods of at least %d on one node each; the most such pods one holds is %d", need.pods, need.smallest, mostPlaces)
+		if len(need.local) > 0 {
+			msg += fmt.Sprintf(" (counting each node's free devices of %s too)", strings.Join(slices.Sorted(maps.Keys(need.local)), ", "))
+		}
 	case largest < need.gpus:
 		// It will not fit when the fleet empties either.
 		msg += fmt.Sprintf("; the most free in one is %d, and the largest holds %d GPUs in all: lower the gang's minCount or drop the topology constraint", most, largest)

@@ -122,7 +122,7 @@ func TestGroupDomains(t *testing.T) {
 		"t4": {GPUs: 4, Free: 4, Clique: "c.1"},
 		"t5": {GPUs: 4, Free: 4, Clique: "c.1"},
 	}
-	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus, false)
+	got := groupDomains(klog.Background(), nodes, []*v1.Pod{pod("p", map[string]string{"fleet": "a"})}, key, gpus, nil, false)
 	type summary struct {
 		Name        string
 		Nodes       []string
@@ -177,7 +177,7 @@ func TestGroupDomainsTaints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gpus := map[string]*topology.NodeGPUs{"n": {GPUs: 4, Free: 4, Clique: "c.1"}}
-			got := groupDomains(klog.Background(), []fwk.NodeInfo{tc.node}, tc.pods, contract.LabelClique, gpus, false)
+			got := groupDomains(klog.Background(), []fwk.NodeInfo{tc.node}, tc.pods, contract.LabelClique, gpus, nil, false)
 			if len(got) != 1 || got[0].free != tc.free {
 				t.Fatalf("domains %+v, want c.1 with %d free", got, tc.free)
 			}

@@ -26,6 +26,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
@@ -46,6 +47,9 @@ type CliquePlacement struct {
 	draManager fwk.SharedDRAManager
 	fts        plfeature.Features
 	gpuClasses map[string]bool
+	// celCache compiles the selectors of the classes of the pods' other
+	// node-local devices (localdevices.go).
+	celCache *cel.Cache
 }
 
 var (
@@ -79,7 +83,8 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle, fts plfeature.F
 		classes[c] = true
 	}
 	logger.V(2).Info("GPUCliquePlacement plugin ready", "profile", fh.ProfileName(), "args", klog.Format(args))
-	return &CliquePlacement{args: args, fh: fh, profile: fh.ProfileName(), draManager: fh.SharedDRAManager(), fts: fts, gpuClasses: classes}, nil
+	return &CliquePlacement{args: args, fh: fh, profile: fh.ProfileName(), draManager: fh.SharedDRAManager(), fts: fts, gpuClasses: classes,
+		celCache: cel.NewCache(64, cel.Features{EnableConsumableCapacity: fts.EnableDRAConsumableCapacity})}, nil
 }
 
 // Name returns the plugin's name.

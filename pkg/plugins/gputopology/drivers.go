@@ -35,9 +35,9 @@ func (pl *GPUTopology) ownSlices(all []*resourceapi.ResourceSlice) []*resourceap
 // any number of lines (no || or ?: anywhere, so nothing can widen it).
 var driverSelector = regexp.MustCompile(`(?s)^\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*(?:&&.*)?$`)
 
-// pinnedDriver is the driver whose devices alone the class admits, as
+// PinnedDriver is the driver whose devices alone the class admits, as
 // its selectors say plainly; "" when they do not.
-func pinnedDriver(class *resourceapi.DeviceClass) string {
+func PinnedDriver(class *resourceapi.DeviceClass) string {
 	for _, sel := range class.Spec.Selectors {
 		if sel.CEL == nil || strings.ContainsAny(sel.CEL.Expression, "|?") {
 			continue
@@ -59,7 +59,7 @@ func (pl *GPUTopology) foreignClass(className string) string {
 	if err != nil {
 		return "" // checkClasses reports it
 	}
-	if d := pinnedDriver(class); d != "" && !slices.Contains(pl.args.Drivers, d) {
+	if d := PinnedDriver(class); d != "" && !slices.Contains(pl.args.Drivers, d) {
 		return d
 	}
 	return ""

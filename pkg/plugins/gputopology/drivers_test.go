@@ -37,8 +37,8 @@ func TestPinnedDriver(t *testing.T) {
 		{`device.driver.startsWith('nic')`, ""},
 		{`true`, ""},
 	} {
-		if got := pinnedDriver(classSelecting("c", tc.expression)); got != tc.want {
-			t.Errorf("pinnedDriver(%s) = %q, want %q", tc.expression, got, tc.want)
+		if got := PinnedDriver(classSelecting("c", tc.expression)); got != tc.want {
+			t.Errorf("PinnedDriver(%s) = %q, want %q", tc.expression, got, tc.want)
 		}
 	}
 }
