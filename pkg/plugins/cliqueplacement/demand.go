@@ -84,6 +84,21 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand 
 	return need
 }
 
+// unallocatedClaims are the pod's claims the plugin can read, not yet
+// allocated, less those named in skip.
+func (pl *CliquePlacement) unallocatedClaims(pod *v1.Pod, skip map[string]bool) []*resourceapi.ResourceClaim {
+	var out []*resourceapi.ResourceClaim
+	for _, name := range claimNames(pod) {
+		if skip[name] {
+			continue
+		}
+		if claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name); err == nil && claim.Status.Allocation == nil {
+			out = append(out, claim)
+		}
+	}
+	return out
+}
+
 // sharedClaims are the names of the claims two or more of the pods use.
 func sharedClaims(pods []*v1.Pod) map[string]bool {
 	users := map[string]int{}
@@ -122,14 +137,7 @@ func claimNames(pod *v1.Pod) []string {
 // could hold the group.
 func (pl *CliquePlacement) podGPUs(pod *v1.Pod, skip map[string]bool, extended map[types.UID][]*resourceapi.ResourceClaim) int {
 	n := 0
-	for _, name := range claimNames(pod) {
-		if skip[name] {
-			continue
-		}
-		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name)
-		if err != nil || claim.Status.Allocation != nil {
-			continue
-		}
+	for _, claim := range pl.unallocatedClaims(pod, skip) {
 		for _, r := range claim.Spec.Devices.Requests {
 			n += pl.requestGPUs(r)
 		}

@@ -30,14 +30,7 @@ import (
 // classes and admit one driver's devices.
 func (pl *CliquePlacement) podLocal(pod *v1.Pod, skip map[string]bool) map[string]int {
 	var out map[string]int
-	for _, name := range claimNames(pod) {
-		if skip[name] {
-			continue
-		}
-		claim, err := pl.draManager.ResourceClaims().Get(pod.Namespace, name)
-		if err != nil || claim.Status.Allocation != nil {
-			continue
-		}
+	for _, claim := range pl.unallocatedClaims(pod, skip) {
 		for _, r := range claim.Spec.Devices.Requests {
 			e := r.Exactly
 			if e == nil || pl.gpuClasses[e.DeviceClassName] || ptr.Deref(e.AdminAccess, false) ||
