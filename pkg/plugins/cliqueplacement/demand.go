@@ -69,7 +69,6 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand 
 		k = max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-scheduled, 1)
 	}
 	var need demand
-	var locals []map[string]int
 	for _, d := range demands[:min(k, len(demands))] {
 		need.gpus += d.gpus
 		if d.gpus > 0 {
@@ -77,6 +76,13 @@ func (pl *CliquePlacement) groupNeed(pg fwk.PodGroupInfo, scheduled int) demand 
 			if need.smallest == 0 {
 				need.smallest = d.gpus
 			}
+		}
+	}
+	// Any of the pods with GPUs may be among those placed: each needs at
+	// least the least any of them asks of the other devices.
+	var locals []map[string]int
+	for _, d := range demands {
+		if d.gpus > 0 {
 			locals = append(locals, d.local)
 		}
 	}

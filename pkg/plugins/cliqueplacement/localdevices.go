@@ -83,7 +83,10 @@ func (pl *CliquePlacement) localCaps(ctx context.Context, local map[string]int, 
 		if err != nil {
 			continue
 		}
-		free := pl.freeOfClass(ctx, class, dra)
+		free, ok := pl.freeOfClass(ctx, class, dra)
+		if !ok {
+			continue
+		}
 		if caps == nil {
 			caps = make(map[string]int, len(free))
 			for node, n := range free {
@@ -100,8 +103,11 @@ func (pl *CliquePlacement) localCaps(ctx context.Context, local map[string]int, 
 
 // freeOfClass counts, per node, the free devices of the class's driver
 // that the class's selectors admit. A selector that fails on a device
-// counts the device, as the estimate must not hide room.
-func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.DeviceClass, dra *draState) map[string]int {
+// counts the device, as the estimate must not hide room. It cannot count
+// (false) when the class admits a device that no one node has (a slice
+// for all nodes, or selecting them by label) or that takes several
+// allocations (a shared device, free while its capacity lasts).
+func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.DeviceClass, dra *draState) (map[string]int, bool) {
 	driver := gputopology.PinnedDriver(class)
 	free := map[string]int{}
 	for _, s := range topology.AllocatableSlices(dra.slices) {
@@ -110,14 +116,19 @@ func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.D
 		}
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			node := topology.DeviceNode(s, d)
-			if node == "" || dra.taken(driver, s.Spec.Pool.Name, d.Name) || !pl.admits(ctx, class, driver, d) {
+			if !pl.admits(ctx, class, driver, d) {
 				continue
 			}
-			free[node]++
+			node := topology.DeviceNode(s, d)
+			if node == "" || ptr.Deref(d.AllowMultipleAllocations, false) {
+				return nil, false
+			}
+			if !dra.taken(driver, s.Spec.Pool.Name, d.Name) {
+				free[node]++
+			}
 		}
 	}
-	return free
+	return free, true
 }
 
 // admits: every CEL selector of the class admits the device (or cannot

@@ -117,3 +117,70 @@ func claimFor(name, class string, count int64) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 		Requests: []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}}}}}}
 }
+
+// The cap never hides a clique that could hold the group: a class whose
+// devices take several allocations (a shared NIC with a share taken)
+// or that no one node has (a slice for all nodes) sets no cap, and a
+// gang whose pods do not all ask for the device is capped by the least
+// any of its pods asks, whatever their order. Each case's clique (2
+// nodes, 4 free GPUs each; every NIC on a node is taken unless shared)
+// holds the gang's 2 pods of 2 GPUs.
+func TestCliqueEstimateCapHidesNoRoom(t *testing.T) {
+	nicClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic.example.com"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "nic.example.com"`}}}}}
+	nodeNICs := func(shared bool) []*resourceapi.ResourceSlice {
+		var out []*resourceapi.ResourceSlice
+		for _, n := range []string{"a-0", "a-1"} {
+			out = append(out, &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: nicClass.Name, NodeName: ptr.To(n),
+				Pool: resourceapi.ResourcePool{Name: n, ResourceSliceCount: 1}, Devices: []resourceapi.Device{{Name: "nic-0", AllowMultipleAllocations: ptr.To(shared)}}}})
+		}
+		return out
+	}
+	fabric := []*resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{Driver: nicClass.Name, AllNodes: ptr.To(true),
+		Pool: resourceapi.ResourcePool{Name: "fabric", ResourceSliceCount: 1}, Devices: []resourceapi.Device{{Name: "nic-0"}, {Name: "nic-1"}}}}}
+	for _, tc := range []struct {
+		name   string
+		asks   []bool // per pod: a NIC claim beside its GPUs
+		slices []*resourceapi.ResourceSlice
+	}{
+		{name: "a shared NIC with a share taken", asks: []bool{true, true}, slices: nodeNICs(true)},
+		{name: "NICs for all nodes", asks: []bool{true, true}, slices: fabric},
+		{name: "two of four pods ask, listed first", asks: []bool{true, true, false, false}, slices: nodeNICs(false)},
+		{name: "two of four pods ask, listed last", asks: []bool{false, false, true, true}, slices: nodeNICs(false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			claims := map[string]*resourceapi.ResourceClaim{}
+			var pods []*v1.Pod
+			for i, nic := range tc.asks {
+				names := []string{fmt.Sprintf("gpus-%d", i)}
+				claims[names[0]] = claimFor(names[0], contract.ClassGPU, 2)
+				if nic {
+					names = append(names, fmt.Sprintf("nic-%d", i))
+					claims[names[1]] = claimFor(names[1], nicClass.Name, 1)
+				}
+				pods = append(pods, podNamed(fmt.Sprintf("w%d", i), names...))
+			}
+			pl := &CliquePlacement{
+				args:       &config.GPUCliquePlacementArgs{MaxPlacements: 1},
+				draManager: draWithClasses{draWithClaims{claims: claimsByName{claims: claims}}, classList{nicClass}},
+				gpuClasses: map[string]bool{contract.ClassGPU: true},
+				celCache:   cel.NewCache(8, cel.Features{}),
+			}
+			grp := &group{pods: pods, pg: &schedulingv1beta1.PodGroup{Spec: schedulingv1beta1.PodGroupSpec{
+				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}}}}
+			dra := &draState{slices: tc.slices, taken: func(_, pool, device string) bool { return pool != "fabric" && device == "nic-0" }}
+			var nodes []fwk.NodeInfo
+			gpus := map[string]*topology.NodeGPUs{}
+			for _, n := range []string{"a-0", "a-1"} {
+				nodes = append(nodes, nodeInfo(n, nil))
+				gpus[n] = &topology.NodeGPUs{GPUs: 4, Free: 4, Clique: "a"}
+			}
+			need := pl.groupNeed(grp, 0)
+			domains := groupDomains(klog.Background(), nodes, pods, contract.LabelClique, gpus, pl.localCaps(ctx, need.local, dra), false)
+			if _, status := candidates(domains, contract.LabelClique, need, "", "", ""); status != nil {
+				t.Errorf("clique a left out: %v", status)
+			}
+		})
+	}
+}
