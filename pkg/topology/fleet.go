@@ -100,16 +100,16 @@ var GPUStates = []string{StateFree, StatePartial, StateUsed}
 type fleetGPU struct {
 	node, domain, clique string
 	whole                bool // a whole-GPU device was seen (else only partitions)
-	// countedPartitions: some partition of it consumes counters. Without
+	// partitionsUseCounters: some partition of it consumes counters. Without
 	// its whole device, that is gputopo's agent withholding a GPU in part
 	// (instances it did not make hold some slices), not a GPU published
 	// as its partitions alone, and it is not counted.
-	countedPartitions bool
-	busy              bool // something allocated on it
-	full              bool // allocated whole, or shares exhausted a capacity
-	room              bool // an unallocated device of it still fits its counters
-	partitionsTaken   bool
-	tainted           bool // NoSchedule or NoExecute on the GPU's device
+	partitionsUseCounters bool
+	busy                  bool // something allocated on it
+	full                  bool // allocated whole, or shares exhausted a capacity
+	room                  bool // an unallocated device of it still fits its counters
+	partitionsTaken       bool
+	tainted               bool // NoSchedule or NoExecute on the GPU's device
 }
 
 // fleetCandidate is an unallocated device that may still be allocated:
@@ -192,7 +192,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, node
 					g.node, g.domain, g.clique = node, desc.NVLinkDomain, desc.Clique
 				}
 				if g != nil && len(d.ConsumesCounters) > 0 {
-					g.countedPartitions = true
+					g.partitionsUseCounters = true
 				}
 				if taken && g != nil {
 					g.busy, g.partitionsTaken = true, true
@@ -234,7 +234,7 @@ func SummarizeFleet(slices []*resourceapi.ResourceSlice, usage DeviceUsage, node
 	groups := map[groupKey]*count{}
 	nodes := map[string]*NodeGPUs{}
 	for _, g := range gpus {
-		if !g.whole && g.countedPartitions {
+		if !g.whole && g.partitionsUseCounters {
 			continue // withheld in part by the agent
 		}
 		sum.GPUs++

@@ -147,15 +147,21 @@ func TestAdoptedTaints(t *testing.T) {
 	f.want(1, untainted, "acknowledged")
 }
 
-// The agent restarts while a GPU cannot be described (left out at
-// discovery): its saved state stays in the file through that run's
-// saves, and the run that sees it again restores its taint.
-func TestAbsentGPUKeepsItsState(t *testing.T) {
+// operatorRecoveryFixture is a monitor with a state file whose fatal
+// taints wait for an operator, so that only the file keeps them.
+func operatorRecoveryFixture(t *testing.T) (*fixture, Options) {
 	dir := t.TempDir()
 	o := Options{StatePath: filepath.Join(dir, "health.json"), BootIDPath: bootFile(t, dir, "boot-1")}
 	o.Policy = config.Default().Health
 	o.Policy.FatalRecovery = config.RecoverByOperator
-	f := newFixture(t, o)
+	return newFixture(t, o), o
+}
+
+// The agent restarts while a GPU cannot be described (left out at
+// discovery): its saved state stays in the file through that run's
+// saves, and the run that sees it again restores its taint.
+func TestAbsentGPUKeepsItsState(t *testing.T) {
+	f, o := operatorRecoveryFixture(t)
 	f.xid(5, 48)
 	f.after(time.Second)
 
@@ -174,11 +180,7 @@ func TestAbsentGPUKeepsItsState(t *testing.T) {
 // is forgotten once a run does not see it, unless it holds something a
 // later run must know: its taint.
 func TestAbsentHealthyGPUForgotten(t *testing.T) {
-	dir := t.TempDir()
-	o := Options{StatePath: filepath.Join(dir, "health.json"), BootIDPath: bootFile(t, dir, "boot-1")}
-	o.Policy = config.Default().Health
-	o.Policy.FatalRecovery = config.RecoverByOperator
-	f := newFixture(t, o)
+	f, o := operatorRecoveryFixture(t)
 	f.xid(5, 48) // GPU 5 tainted; GPU 6 healthy
 	f.after(time.Second)
 	tainted, healthy := f.uuids[5], f.uuids[6]

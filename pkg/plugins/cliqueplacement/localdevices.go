@@ -77,13 +77,14 @@ func (pl *CliquePlacement) localCaps(ctx context.Context, local map[string]int, 
 	if len(local) == 0 {
 		return nil
 	}
+	current := topology.AllocatableSlices(dra.slices)
 	var caps map[string]int
 	for className, perPod := range local {
 		class, err := pl.draManager.DeviceClasses().Get(className)
 		if err != nil {
 			continue
 		}
-		free, ok := pl.freeOfClass(ctx, class, dra)
+		free, ok := pl.freeOfClass(ctx, class, current, dra.taken)
 		if !ok {
 			continue
 		}
@@ -102,15 +103,15 @@ func (pl *CliquePlacement) localCaps(ctx context.Context, local map[string]int, 
 }
 
 // freeOfClass counts, per node, the free devices of the class's driver
-// that the class's selectors admit. A selector that fails on a device
+// in the current slices that the class's selectors admit. A selector that fails on a device
 // counts the device, as the estimate must not hide room. It cannot count
 // (false) when the class admits a device that no one node has (a slice
 // for all nodes, or selecting them by label) or that takes several
 // allocations (a shared device, free while its capacity lasts).
-func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.DeviceClass, dra *draState) (map[string]int, bool) {
+func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.DeviceClass, current []*resourceapi.ResourceSlice, taken topology.DeviceTaken) (map[string]int, bool) {
 	driver := gputopology.PinnedDriver(class)
 	free := map[string]int{}
-	for _, s := range topology.AllocatableSlices(dra.slices) {
+	for _, s := range current {
 		if s.Spec.Driver != driver {
 			continue
 		}
@@ -123,7 +124,7 @@ func (pl *CliquePlacement) freeOfClass(ctx context.Context, class *resourceapi.D
 			if node == "" || ptr.Deref(d.AllowMultipleAllocations, false) {
 				return nil, false
 			}
-			if !dra.taken(driver, s.Spec.Pool.Name, d.Name) {
+			if !taken(driver, s.Spec.Pool.Name, d.Name) {
 				free[node]++
 			}
 		}

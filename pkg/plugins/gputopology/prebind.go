@@ -67,10 +67,11 @@ func (pl *GPUTopology) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		if res == nil {
 			return ""
 		}
+		named := names
 		if extendedName != "" {
-			return pl.explain(ctx, pod, nodeName, append(slices.Clip(names), extendedName), res)
+			named = append(slices.Clip(names), extendedName)
 		}
-		return pl.explain(ctx, pod, nodeName, names, res)
+		return pl.explain(ctx, pod, nodeName, named, res)
 	}
 	// A claim is in flight until written; once written, the assume cache
 	// holds its allocation and it leaves the in-flight set at once: if a
